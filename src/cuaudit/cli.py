@@ -1,0 +1,64 @@
+"""The ``cuaudit`` command.  Each subcommand is a module of ``cuaudit.commands``
+with ``configure_parser(subparsers)`` and ``execute(args) -> int``; heavy
+imports happen inside ``execute``.
+
+Exit codes: 0 nothing at or above the fail threshold, 1 findings, 2 usage or
+internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from cuaudit import __version__
+
+
+def build_parser() -> argparse.ArgumentParser:
+    import cuaudit.commands as commands
+
+    parser = argparse.ArgumentParser(
+        prog="cuaudit",
+        description="Find, explain and repair compatibility failures of GPU (CUDA) Python packages.",
+    )
+    parser.add_argument("--version", action="version", version=f"cuaudit {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"cuaudit.commands.{info.name}")
+        module.configure_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from cuaudit.config import ConfigError
+
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: 0 for --help/--version, 2 for usage errors
+        return int(exc.code or 0)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.func(args))
+    except ConfigError as exc:
+        print(f"cuaudit: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("cuaudit: interrupted", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+
+
+def entry() -> None:  # console script
+    sys.exit(main())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    entry()

@@ -1,0 +1,1 @@
+"""Subcommands of ``cuaudit``: one module each (``configure_parser`` + ``execute``)."""

@@ -1,0 +1,224 @@
+"""Configuration: defaults < ``[tool.cuaudit]`` in pyproject.toml < ``CUAUDIT_*`` < command line.
+
+Every key is documented in ``docs/configuration.md``.  Unknown keys and bad
+values are usage errors (exit 2) that name the key and where it came from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from cuaudit.model import Severity
+
+
+class ConfigError(Exception):
+    """A usage error in the configuration (exit 2)."""
+
+
+@dataclass(frozen=True)
+class Config:
+    select: tuple[str, ...] = ("ALL",)
+    ignore: tuple[str, ...] = ()
+    extend_select: tuple[str, ...] = ()
+    extend_ignore: tuple[str, ...] = ()
+    #: glob over member paths -> code prefixes ignored there
+    per_path_ignores: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: code prefix -> severity (the longest prefix wins)
+    severity: Mapping[str, Severity] = field(default_factory=dict)
+    fail_on: Severity = Severity.WARNING
+    #: GPU architectures the built code must run on (CU6xx), e.g. ("sm_80", "sm_90")
+    target_archs: tuple[str, ...] = ()
+    #: globs of tree paths never read
+    exclude: tuple[str, ...] = ()
+    baseline: str | None = None
+    #: named allow-lists, e.g. allow.preload-libraries = ["libtorch_global_deps.so"]
+    allow: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: per-family option tables: [tool.cuaudit.linkage] -> options["linkage"]
+    options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    jobs: int = 0  # 0: one worker per CPU
+    cache: bool = True
+    cache_dir: str | None = None
+    probe: bool = False
+    probe_timeout: float = 60.0
+    #: where the configuration came from (for reports and errors)
+    source: str = "defaults"
+
+    @property
+    def selected(self) -> tuple[str, ...]:
+        return self.select + self.extend_select
+
+    @property
+    def ignored(self) -> tuple[str, ...]:
+        return self.ignore + self.extend_ignore
+
+    def severity_for(self, code: str, default: Severity) -> Severity:
+        best = max((p for p in self.severity if code.startswith(p)), key=len, default=None)
+        return self.severity[best] if best is not None else default
+
+    def allowed(self, name: str) -> tuple[str, ...]:
+        return tuple(self.allow.get(name, ()))
+
+    def section(self, name: str) -> Mapping[str, Any]:
+        return self.options.get(name, {})
+
+
+_LIST_KEYS = {"select", "ignore", "extend-select", "extend-ignore", "target-archs", "exclude"}
+_SCALAR_KEYS = {"fail-on", "baseline", "jobs", "cache", "cache-dir", "probe", "probe-timeout"}
+_TABLE_KEYS = {"per-path-ignores", "severity", "allow"}
+
+
+def _as_tuple(value: Any, key: str, where: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [v for v in (s.strip() for s in value.split(",")) if v]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: '{key}' must be a list of strings")
+    return tuple(value)
+
+
+def _codes(values: tuple[str, ...], key: str, where: str) -> tuple[str, ...]:
+    out = []
+    for v in values:
+        u = v.strip().upper()
+        if u != "ALL" and not (u.startswith("CU") and u[2:].isdigit() and len(u) <= 5):
+            raise ConfigError(f"{where}: '{key}' has {v!r}, which is not a rule code or prefix (like CU2 or CU201)")
+        out.append(u)
+    return tuple(out)
+
+
+def apply(config: Config, values: Mapping[str, Any], where: str) -> Config:
+    """A new Config with ``values`` (pyproject spelling: kebab-case) applied on top."""
+    changes: dict[str, Any] = {}
+    options = dict(config.options)
+    for key, value in values.items():
+        attr = key.replace("-", "_")
+        if key in _LIST_KEYS:
+            v = _as_tuple(value, key, where)
+            changes[attr] = _codes(v, key, where) if key in {"select", "ignore", "extend-select", "extend-ignore"} else v
+        elif key == "fail-on":
+            try:
+                changes[attr] = Severity.parse(str(value))
+            except ValueError as exc:
+                raise ConfigError(f"{where}: 'fail-on': {exc}") from None
+        elif key in ("jobs",):
+            try:
+                changes[attr] = int(value)
+            except (TypeError, ValueError):
+                raise ConfigError(f"{where}: 'jobs' must be an integer") from None
+        elif key == "probe-timeout":
+            try:
+                changes[attr] = float(value)
+            except (TypeError, ValueError):
+                raise ConfigError(f"{where}: 'probe-timeout' must be a number of seconds") from None
+        elif key in ("cache", "probe"):
+            changes[attr] = _as_bool(value, key, where)
+        elif key in ("baseline", "cache-dir"):
+            changes[attr] = None if value in (None, "") else str(value)
+        elif key == "per-path-ignores":
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{where}: 'per-path-ignores' must be a table of glob = [codes]")
+            changes[attr] = {str(g): _codes(_as_tuple(c, key, where), key, where) for g, c in value.items()}
+        elif key == "severity":
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{where}: 'severity' must be a table of CODE = \"error|warning|info\"")
+            try:
+                sev = {_codes((c,), key, where)[0]: Severity.parse(str(s)) for c, s in value.items()}
+            except ValueError as exc:
+                raise ConfigError(f"{where}: 'severity': {exc}") from None
+            changes[attr] = {**config.severity, **sev}
+        elif key == "allow":
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{where}: 'allow' must be a table of name = [entries]")
+            changes[attr] = {**config.allow, **{str(k): _as_tuple(v, f"allow.{k}", where) for k, v in value.items()}}
+        elif isinstance(value, Mapping):
+            options[key] = {**options.get(key, {}), **value}  # a family's own table
+        else:
+            known = sorted(_LIST_KEYS | _SCALAR_KEYS | _TABLE_KEYS)
+            raise ConfigError(f"{where}: unknown key '{key}' (known: {', '.join(known)})")
+    changes["options"] = options
+    changes["source"] = where if config.source == "defaults" else f"{config.source} + {where}"
+    return dataclasses.replace(config, **changes)
+
+
+def _as_bool(value: Any, key: str, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", ""):
+        return False
+    raise ConfigError(f"{where}: '{key}' must be true or false")
+
+
+def find_pyproject(start: str) -> str | None:
+    """The nearest pyproject.toml with a [tool.cuaudit] table, from ``start`` upward."""
+    d = os.path.abspath(start)
+    while True:
+        p = os.path.join(d, "pyproject.toml")
+        if os.path.isfile(p):
+            try:
+                with open(p, "rb") as fh:
+                    if b"[tool.cuaudit" in fh.read():
+                        return p
+            except OSError:
+                pass
+        parent = os.path.dirname(d)
+        if parent == d:
+            return None
+        d = parent
+
+
+def load_pyproject(path: str) -> Mapping[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc.strerror or exc}") from None
+    table = data.get("tool", {}).get("cuaudit", {})
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{path}: [tool.cuaudit] must be a table")
+    return table
+
+
+#: CUAUDIT_* variables, in pyproject spelling
+ENV_KEYS = (
+    "select", "ignore", "extend-select", "extend-ignore", "fail-on", "target-archs", "exclude",
+    "baseline", "jobs", "cache", "cache-dir", "probe", "probe-timeout",
+)
+
+
+def from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
+    out = {}
+    for key in ENV_KEYS:
+        var = "CUAUDIT_" + key.upper().replace("-", "_")
+        if var in environ:
+            out[key] = environ[var]
+    return out
+
+
+def load(
+    *,
+    config_file: str | None = None,
+    start: str = ".",
+    isolated: bool = False,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Config:
+    """The effective configuration, with every layer applied in order."""
+    config = Config()
+    if not isolated:
+        path = config_file or find_pyproject(start)
+        if path:
+            config = apply(config, load_pyproject(path), path)
+    env = from_environ(os.environ if environ is None else environ)
+    if env:
+        config = apply(config, env, "environment (CUAUDIT_*)")
+    if overrides:
+        config = apply(config, {k: v for k, v in overrides.items() if v is not None}, "command line")
+    return config

@@ -1,0 +1,441 @@
+"""The pipeline: inputs -> facts -> rules -> findings -> report.
+
+:func:`audit` is the library API; the CLI is a thin layer over it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback
+import zipfile
+import zlib
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
+
+from cuaudit import __version__
+from cuaudit import facts as facts_registry
+from cuaudit import rules as rules_registry
+from cuaudit.config import Config
+from cuaudit.facts import InputError, MemberReader
+from cuaudit.inputs import Artifact
+from cuaudit.model import ArtifactKind, ArtifactRef, EnvironmentInfo, Finding, Location, Member, Severity, Skipped
+from cuaudit.store import FactStore, default_cache_dir
+
+#: Extraction is spread over processes once there is at least this much to do.
+PARALLEL_MIN_TASKS = 24
+PARALLEL_MIN_BYTES = 64 * 1024**2
+
+
+class Progress(Protocol):
+    def start(self, total: int, description: str) -> None: ...
+    def advance(self, n: int = 1) -> None: ...
+    def stop(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class ProbeRecord:
+    """Something that imported or ran audited code (only with --probe)."""
+
+    what: str
+    command: str
+    seconds: float
+    outcome: str
+
+
+@dataclass
+class Report:
+    """Everything one audit found, ready for any renderer."""
+
+    findings: list[Finding]
+    skipped: list[Skipped]
+    artifacts: list[ArtifactRef]
+    config: Config
+    rules: list[str]
+    environment: EnvironmentInfo | None = None
+    probes: list[ProbeRecord] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+    suppressed: int = 0
+    baselined: int = 0
+    command: str = "check"
+    tool_version: str = __version__
+
+    def counts(self) -> dict[str, int]:
+        out = {str(s): 0 for s in (Severity.ERROR, Severity.WARNING, Severity.INFO)}
+        for f in self.findings:
+            out[str(f.severity)] += 1
+        return out
+
+    def failing(self, threshold: Severity | None = None) -> list[Finding]:
+        t = self.config.fail_on if threshold is None else threshold
+        return [f for f in self.findings if f.severity >= t]
+
+    def exit_code(self, threshold: Severity | None = None) -> int:
+        return 1 if self.failing(threshold) else 0
+
+
+class RuleContext:
+    """What a rule may see: facts, artifacts, configuration.  Never files."""
+
+    def __init__(
+        self,
+        config: Config,
+        artifacts: Sequence[Artifact],
+        facts: dict[tuple[int, str, str], Any],
+        environment: EnvironmentInfo | None,
+        probes: list[ProbeRecord],
+    ) -> None:
+        self.config = config
+        self.artifacts = list(artifacts)
+        self.environment = environment
+        self.probes = probes
+        self._facts = facts
+        self._index = {id(a): i for i, a in enumerate(self.artifacts)}
+        self._memo: dict[Any, Any] = {}
+
+    def facts(self, extractor: str, artifact: Artifact | None = None) -> Iterator[tuple[Artifact, Member, Any]]:
+        """(artifact, member, fact) for every member the extractor produced a fact for."""
+        arts = [artifact] if artifact is not None else self.artifacts
+        for art in arts:
+            i = self._index[id(art)]
+            for m in art.members:
+                value = self._facts.get((i, m.path, extractor))
+                if value is not None:
+                    yield art, m, value
+
+    def fact(self, extractor: str, artifact: Artifact, member: str) -> Any | None:
+        return self._facts.get((self._index[id(artifact)], member, extractor))
+
+    def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """Share a derived result between the rules of a family within one audit."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    def record_probe(self, record: ProbeRecord) -> None:
+        self.probes.append(record)
+
+
+# -- extraction --------------------------------------------------------------
+
+
+def _error_for(exc: BaseException) -> tuple[str, str, dict]:
+    """(code, message, evidence) for an extractor's failure on one member."""
+    if isinstance(exc, InputError):
+        return exc.code, exc.message, dict(exc.detail)
+    if isinstance(exc, OSError):
+        return "CU001", f"cannot read: {exc.strerror or exc}", {}
+    if isinstance(exc, (zipfile.BadZipFile, zlib.error, EOFError)):
+        return "CU002", f"corrupt archive data: {exc}", {}
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = f"{os.path.basename(tb[-1].filename)}:{tb[-1].lineno}" if tb else "?"
+    return "CU011", f"internal error while analysing this file: {type(exc).__name__}: {exc} (at {where})", {
+        "exception": type(exc).__name__,
+        "at": where,
+    }
+
+
+def _extract_group(artifact: Artifact, tasks: list[tuple[Member, tuple[str, ...]]]) -> list[tuple[str, str, bool, Any]]:
+    """Run extractors on members of one artifact. Returns (member, extractor, ok, value|error)."""
+    out: list[tuple[str, str, bool, Any]] = []
+    instances: dict[str, facts_registry.Extractor] = {}
+    for member, names in tasks:
+        reader = MemberReader(artifact, member)
+        for name in names:
+            ex = instances.get(name) or instances.setdefault(name, facts_registry.get(name)())
+            try:
+                out.append((member.path, name, True, ex.extract(reader)))
+            except Exception as exc:  # noqa: BLE001 - one bad file never stops the scan
+                out.append((member.path, name, False, _error_for(exc)))
+    return out
+
+
+def _chunks(tasks: list[tuple[Member, tuple[str, ...]]], target_bytes: int = 16 * 1024**2, max_items: int = 64):
+    chunk: list = []
+    size = 0
+    for task in tasks:
+        chunk.append(task)
+        size += task[0].size
+        if size >= target_bytes or len(chunk) >= max_items:
+            yield chunk
+            chunk, size = [], 0
+    if chunk:
+        yield chunk
+
+
+class Extraction:
+    """Facts for every (member, extractor) pair, from the cache or extracted now."""
+
+    def __init__(self, config: Config, progress: Progress | None) -> None:
+        self.config = config
+        self.progress = progress
+        self.store = FactStore((config.cache_dir or default_cache_dir()) if config.cache else None)
+        self.facts: dict[tuple[int, str, str], Any] = {}
+        self.problems: list[Finding] = []
+        self.extracted = 0
+
+    def run(self, artifacts: Sequence[Artifact], wanted: Callable[[Member], tuple[str, ...]]) -> None:
+        pending: list[tuple[int, Member, tuple[str, ...]]] = []
+        keys: dict[tuple[int, str, str], str] = {}
+        for i, art in enumerate(artifacts):
+            for m in art.members:
+                names = wanted(m)
+                if names:
+                    pending.append((i, m, names))
+                    for n in names:
+                        keys[(i, m.path, n)] = FactStore.key(n, facts_registry.get(n).version, m.content_key)
+        cached = self.store.get_many(set(keys.values()))
+        todo: dict[int, list[tuple[Member, tuple[str, ...]]]] = {}
+        for i, m, names in pending:
+            missing = []
+            for n in names:
+                k = keys[(i, m.path, n)]
+                if k in cached:
+                    self._accept(artifacts, i, m.path, n, True, cached[k], None)
+                else:
+                    missing.append(n)
+            if missing:
+                todo.setdefault(i, []).append((m, tuple(missing)))
+        total_tasks = sum(len(v) for v in todo.values())
+        total_bytes = sum(m.size for v in todo.values() for m, _ in v)
+        if not total_tasks:
+            return
+        if self.progress:
+            self.progress.start(total_tasks, "Extracting facts")
+        new: list[tuple[str, Any]] = []
+        jobs = self.config.jobs or (os.cpu_count() or 1)
+        groups = [(i, chunk) for i, tasks in todo.items() for chunk in _chunks(tasks)]
+        parallel = jobs > 1 and len(groups) > 1 and (total_tasks >= PARALLEL_MIN_TASKS or total_bytes >= PARALLEL_MIN_BYTES)
+        try:
+            if parallel:
+                import multiprocessing
+
+                ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
+                with ProcessPoolExecutor(max_workers=min(jobs, len(groups)), mp_context=ctx) as pool:
+                    futures = [(i, chunk, pool.submit(_extract_group, artifacts[i], chunk)) for i, chunk in groups]
+                    for i, chunk, fut in futures:
+                        try:
+                            results = fut.result()
+                        except Exception:  # noqa: BLE001 - a worker died (memory, signal): redo it here
+                            results = _extract_group(artifacts[i], chunk)
+                        self._collect(artifacts, i, results, keys, new)
+                        if self.progress:
+                            self.progress.advance(len(chunk))
+            else:
+                for i, chunk in groups:
+                    self._collect(artifacts, i, _extract_group(artifacts[i], chunk), keys, new)
+                    if self.progress:
+                        self.progress.advance(len(chunk))
+        finally:
+            if self.progress:
+                self.progress.stop()
+        self.store.put_many(new)
+
+    def _collect(self, artifacts, i, results, keys, new) -> None:
+        for path, name, ok, value in results:
+            self.extracted += 1
+            self._accept(artifacts, i, path, name, ok, value, new if ok else None, keys)
+
+    def _accept(self, artifacts, i, path, name, ok, value, new, keys=None) -> None:
+        if ok:
+            self.facts[(i, path, name)] = value
+            if new is not None and keys is not None and value is not None:
+                new.append((keys[(i, path, name)], value))
+            return
+        code, message, evidence = value
+        art = artifacts[i]
+        finding = rules_registry.get(code).finding(
+            Location(art.ref, path), f"{path}: {message}" if not message.startswith(path) else message,
+            evidence={**evidence, "extractor": name}, key=f"{path}:{name}",
+        )
+        self.problems.append(finding)
+
+
+# -- the audit -----------------------------------------------------------------
+
+
+def audit(
+    paths: Iterable[str | Artifact] = (),
+    *,
+    env: str | bool | None = None,
+    config: Config | None = None,
+    progress: Progress | None = None,
+    command: str = "check",
+) -> Report:
+    """Audit wheels, sdists, trees, files, requirements and/or an environment.
+
+    ``paths``: strings as on the command line (or ready Artifacts).
+    ``env``: ``True`` for the current interpreter's environment, or the path
+    of another ``python``.  Returns a :class:`Report`; never raises for bad
+    input (that is a CU0xx finding), only for usage errors.
+    """
+    from cuaudit.inputs import resolve
+    from cuaudit.inputs.environment import InterpreterError, load_environment
+
+    started = time.perf_counter()
+    config = config or Config()
+    artifacts: list[Artifact] = []
+    environment: EnvironmentInfo | None = None
+    early: list[Finding] = []
+    specs = [p for p in paths if isinstance(p, str)]
+    artifacts += [p for p in paths if isinstance(p, Artifact)]
+    artifacts += resolve(specs, exclude=config.exclude, cache_dir=config.cache_dir)
+    if env:
+        python = env if isinstance(env, str) else None
+        try:
+            loaded = load_environment(python)
+            environment = loaded.info
+            artifacts += loaded.distributions
+        except InterpreterError as exc:
+            ref = ArtifactRef(kind=ArtifactKind.FILE, path=str(python))
+            early.append(rules_registry.get("CU008").finding(Location(ref), str(exc)))
+
+    selected = [cls for cls in rules_registry.select(config.selected, config.ignored)]
+    runnable = [cls() for cls in selected if not cls.emitted_by_engine]
+    needed = sorted({n for r in runnable for n in r.needs})
+    extractors = {n: facts_registry.get(n)() for n in needed}
+    if not config.probe:
+        extractors = {n: e for n, e in extractors.items() if not type(e).probe}
+
+    def wanted(member: Member) -> tuple[str, ...]:
+        return tuple(n for n, e in extractors.items() if e.applies(member))
+
+    for art in artifacts:
+        art.members  # noqa: B018 - list each artifact once, collecting its CU0xx problems
+    extraction = Extraction(config, progress)
+    extraction.run(artifacts, wanted)
+    probes: list[ProbeRecord] = []
+    ctx = RuleContext(config, artifacts, extraction.facts, environment, probes)
+    findings: list[Finding] = list(early)
+    for art in artifacts:
+        findings += art.problems
+    findings += extraction.problems
+    for rule in runnable:
+        try:
+            findings += list(rule.check(ctx))
+        except Exception as exc:  # noqa: BLE001 - one broken rule must not hide the others
+            code, message, evidence = _error_for(exc)
+            ref = artifacts[0].ref if artifacts else ArtifactRef(kind=ArtifactKind.FILE, path=".")
+            findings.append(
+                rules_registry.get("CU011").finding(
+                    Location(ref), f"rule {rule.code} failed: {message}", evidence={**evidence, "rule": rule.code}, key=rule.code
+                )
+            )
+
+    findings, suppressed, baselined = _post_process(findings, config, artifacts, extraction, selected)
+    skipped = [s for a in artifacts for s in a.skipped]
+    extraction.store.close()
+    return Report(
+        findings=findings,
+        skipped=sorted(skipped, key=lambda s: (s.location.artifact.path, s.location.member or "")),
+        artifacts=[a.ref for a in artifacts],
+        config=config,
+        rules=[c.code for c in selected],
+        environment=environment,
+        probes=probes,
+        stats={
+            "artifacts": len(artifacts),
+            "members": sum(len(a.members) for a in artifacts),
+            "facts_extracted": extraction.extracted,
+            "facts_cached": extraction.store.hits,
+            "seconds": round(time.perf_counter() - started, 3),
+        },
+        suppressed=suppressed,
+        baselined=baselined,
+        command=command,
+    )
+
+
+def _post_process(
+    findings: list[Finding],
+    config: Config,
+    artifacts: Sequence[Artifact],
+    extraction: Extraction,
+    selected: Sequence[type],
+) -> tuple[list[Finding], int, int]:
+    """Selection, per-path ignores, severity overrides, inline suppressions, baseline; sorted, unique."""
+    import dataclasses
+    import fnmatch
+
+    from cuaudit.baseline import read_baseline
+
+    codes = {c.code for c in selected}
+    out: list[Finding] = []
+    seen: set = set()
+    for f in findings:
+        if f.code not in codes:
+            continue
+        member = f.location.member or ""
+        if any(
+            fnmatch.fnmatch(member, glob) and rules_registry.matches(f.code, prefixes)
+            for glob, prefixes in config.per_path_ignores.items()
+        ):
+            continue
+        sev = config.severity_for(f.code, f.severity)
+        if sev != f.severity:
+            f = dataclasses.replace(f, severity=sev)
+        ident = (f.code, f.location, f.key, f.message)
+        if ident in seen:
+            continue
+        seen.add(ident)
+        out.append(f)
+
+    # Inline suppressions: read only the text members that have findings with a line.
+    by_art = {id(a): a for a in artifacts}
+    ref_to_art = {a.ref: a for a in artifacts}
+    need: dict[int, set[str]] = {}
+    for f in out:
+        if f.location.line is not None and f.location.member:
+            art = ref_to_art.get(f.location.artifact)
+            if art is not None:
+                need.setdefault(id(art), set()).add(f.location.member)
+    suppressions: dict[tuple[str, str], Any] = {}
+    if need:
+        sub = Extraction(dataclasses.replace(config, jobs=1), None)
+        arts = [by_art[k] for k in need]
+        ex = facts_registry.get("suppressions")()
+
+        def wanted(m: Member) -> tuple[str, ...]:
+            return ("suppressions",) if ex.applies(m) else ()
+
+        restricted = [_Restricted(a, need[id(a)]) for a in arts]
+        sub.run(restricted, wanted)
+        for (i, path, _), value in sub.facts.items():
+            suppressions[(restricted[i].ref.path, path)] = (restricted[i].ref, value)
+        sub.store.close()
+    kept: list[Finding] = []
+    suppressed = 0
+    for f in out:
+        entry = suppressions.get((f.location.artifact.path, f.location.member or ""))
+        if entry and entry[0] == f.location.artifact and entry[1].silences(f.location.line, f.code):
+            suppressed += 1
+            continue
+        kept.append(f)
+
+    baselined = 0
+    if config.baseline:
+        accepted = read_baseline(config.baseline)
+        before = len(kept)
+        kept = [f for f in kept if f.fingerprint() not in accepted]
+        baselined = before - len(kept)
+    kept.sort(key=Finding.sort_key)
+    return kept, suppressed, baselined
+
+
+class _Restricted(Artifact):
+    """A view of an artifact limited to some members (for post-hoc reads)."""
+
+    def __init__(self, inner: Artifact, paths: set[str]) -> None:
+        super().__init__(inner.ref)
+        self.inner = inner
+        self.paths = paths
+
+    def list_members(self) -> list[Member]:
+        return [m for m in self.inner.members if m.path in self.paths]
+
+    def open_member(self, path: str):
+        return self.inner.open_member(path)
+
+    def fs_path(self, path: str) -> str | None:
+        return self.inner.fs_path(path)

@@ -1,0 +1,143 @@
+"""Facts: what the rules need, extracted once per member and cached by content.
+
+An extractor is a subclass of :class:`Extractor` in a module of this package
+(``elf.py``, ``python_source.py`` ...); defining it registers it.  It is pure:
+it reads one member through a :class:`MemberReader` and returns a picklable
+value (a frozen dataclass), or raises :class:`InputError` when the member is
+not what it should be (a truncated ELF, a ``.py`` that is not text...).  The
+engine turns that into a CU0xx finding for that member and goes on.
+
+The cache key is ``(extractor name, extractor version, member content key)``:
+bump ``version`` whenever the shape or meaning of the facts changes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import mmap
+import os
+import pkgutil
+from typing import IO, Any, ClassVar
+
+from cuaudit.model import Member
+
+_REGISTRY: dict[str, type["Extractor"]] = {}
+
+
+class InputError(Exception):
+    """The member is unreadable or malformed; becomes a CU0xx finding.
+
+    ``code`` is the CU0xx rule code; ``detail`` the evidence (offset, field).
+    """
+
+    def __init__(self, code: str, message: str, **detail: Any) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.detail = detail
+
+
+class MemberReader:
+    """Read access to one member, however its artifact stores it.
+
+    ``open()`` streams (a wheel member inflates as it is read: read only what
+    you need); ``mmap()`` maps a file on disk, or returns None for archive
+    members; ``read()`` reads it all (bounded by ``limit``).
+    """
+
+    def __init__(self, artifact: "Any", member: Member) -> None:
+        self.artifact = artifact
+        self.member = member
+
+    @property
+    def path(self) -> str:
+        return self.member.path
+
+    @property
+    def fs_path(self) -> str | None:
+        return self.artifact.fs_path(self.member.path)
+
+    def open(self) -> IO[bytes]:
+        return self.artifact.open_member(self.member.path)
+
+    def read(self, limit: int | None = None) -> bytes:
+        with self.open() as fh:
+            data = fh.read(-1 if limit is None else limit)
+        return data
+
+    def head(self, n: int) -> bytes:
+        with self.open() as fh:
+            return fh.read(n)
+
+    def mmap(self) -> mmap.mmap | None:
+        fs_path = self.fs_path
+        if fs_path is None:
+            return None
+        with open(fs_path, "rb") as fh:
+            if os.fstat(fh.fileno()).st_size == 0:
+                return None
+            return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+
+    def text(self, limit: int = 16 * 1024 * 1024) -> str:
+        """The member as text (UTF-8, BOM and PEP 263 declarations honoured)."""
+        data = self.read(limit + 1)
+        if len(data) > limit:
+            raise InputError("CU004", f"{self.path}: larger than {limit} bytes, not read as text")
+        try:
+            import tokenize
+
+            if self.member.kind.value in ("python", "stub", "build") and self.path.endswith((".py", ".pyi")):
+                encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+                return data.decode(encoding)
+            return data.decode("utf-8-sig")
+        except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
+            raise InputError("CU006", f"{self.path}: not valid text ({exc})") from exc
+
+
+class Extractor:
+    """Base class of fact extractors."""
+
+    name: ClassVar[str]
+    version: ClassVar[int] = 1
+    #: probe extractors import or run audited code; only with --probe
+    probe: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        name = getattr(cls, "name", None)
+        if not name:
+            raise TypeError(f"{cls.__name__}: extractors need a name")
+        _REGISTRY[name] = cls
+
+    def applies(self, member: Member) -> bool:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def extract(self, reader: MemberReader) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+_loaded = False
+
+
+def load_all() -> None:
+    global _loaded
+    if _loaded:
+        return
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{info.name}")
+    _loaded = True
+
+
+def get(name: str) -> type[Extractor]:
+    load_all()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise KeyError(f"unknown extractor {name!r}") from None
+
+
+def all_extractors() -> dict[str, type[Extractor]]:
+    load_all()
+    return dict(_REGISTRY)

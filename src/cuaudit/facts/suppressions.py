@@ -1,0 +1,57 @@
+"""Inline suppressions: ``# cuaudit: ignore[CU101]`` silences CU101 on its line.
+
+``# cuaudit: ignore`` silences every code on its line.  Works in any text
+member with ``#`` comments: Python, stubs, build scripts, CMake, Cython.
+Findings in binaries are silenced with a baseline file instead
+(``cuaudit.baseline``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Mapping
+
+from cuaudit.facts import Extractor, MemberReader
+from cuaudit.model import Member, MemberKind
+
+_INLINE = re.compile(r"#\s*cuaudit:\s*ignore(?:\[(?P<codes>[A-Za-z0-9_,\s]*)\])?")
+
+
+@dataclass(frozen=True)
+class Suppressions:
+    """line -> codes silenced there (an empty tuple silences every code)."""
+
+    lines: Mapping[int, tuple[str, ...]]
+
+    def silences(self, line: int | None, code: str) -> bool:
+        if line is None or line not in self.lines:
+            return False
+        codes = self.lines[line]
+        return not codes or any(code.startswith(c) for c in codes)
+
+
+def parse_suppressions(text: str) -> Suppressions:
+    lines: dict[int, tuple[str, ...]] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if "cuaudit" not in line:
+            continue
+        m = _INLINE.search(line)
+        if m:
+            codes = m.group("codes")
+            lines[number] = tuple(c.strip().upper() for c in codes.split(",") if c.strip()) if codes else ()
+    return Suppressions(lines)
+
+
+class SuppressionExtractor(Extractor):
+    """Inline suppression comments of text members (only read where findings are)."""
+
+    name = "suppressions"
+    version = 1
+    _TEXT = {MemberKind.PYTHON, MemberKind.STUB, MemberKind.BUILD, MemberKind.CYTHON, MemberKind.CUDA}
+
+    def applies(self, member: Member) -> bool:
+        return member.kind in self._TEXT
+
+    def extract(self, reader: MemberReader) -> Suppressions:
+        return parse_suppressions(reader.text())

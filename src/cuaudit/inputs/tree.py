@@ -1,0 +1,92 @@
+"""Source trees: a directory walked without following links out of it."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from typing import IO, Iterable
+
+from cuaudit.inputs import Artifact, classify, stat_key
+from cuaudit.model import ArtifactKind, ArtifactRef, Member
+
+#: Folders that are never part of the source (caches, VCS, virtual environments).
+DEFAULT_EXCLUDE = (
+    ".git",
+    ".hg",
+    ".svn",
+    "__pycache__",
+    ".tox",
+    ".nox",
+    ".venv",
+    "venv",
+    ".mypy_cache",
+    ".ruff_cache",
+    ".pytest_cache",
+    "node_modules",
+    ".eggs",
+)
+
+
+class TreeArtifact(Artifact):
+    def __init__(self, path: str, *, exclude: Iterable[str] = ()) -> None:
+        root = os.path.abspath(path)
+        super().__init__(ArtifactRef(ArtifactKind.TREE, root, *_project_name(root)))
+        self.exclude = tuple(exclude)
+
+    def _excluded(self, rel: str, name: str) -> bool:
+        if name in DEFAULT_EXCLUDE:
+            return True
+        return any(fnmatch.fnmatch(rel, pat) or fnmatch.fnmatch(name, pat) for pat in self.exclude)
+
+    def list_members(self) -> list[Member]:
+        root = self.ref.path
+        members: list[Member] = []
+
+        def onerror(exc: OSError) -> None:
+            rel = os.path.relpath(exc.filename or root, root)
+            self.problem("CU001", f"cannot list {rel}: {exc.strerror or exc}", member=rel)
+
+        for dirpath, dirnames, filenames in os.walk(root, onerror=onerror, followlinks=False):
+            rel_dir = os.path.relpath(dirpath, root)
+            rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
+            dirnames[:] = sorted(d for d in dirnames if not self._excluded(rel_dir + d, d))
+            # A virtual environment or an installed prefix inside a tree is not source.
+            dirnames[:] = [d for d in dirnames if not os.path.exists(os.path.join(dirpath, d, "pyvenv.cfg"))]
+            for name in sorted(filenames):
+                rel = rel_dir + name
+                if self._excluded(rel, name):
+                    continue
+                full = os.path.join(dirpath, name)
+                try:
+                    st = os.lstat(full)
+                except OSError as exc:
+                    self.problem("CU001", f"cannot read {rel}: {exc.strerror or exc}", member=rel)
+                    continue
+                if not os.path.isfile(full) or os.path.islink(full):
+                    real = os.path.realpath(full)
+                    if os.path.islink(full) and os.path.isfile(real) and real.startswith(root + os.sep):
+                        continue  # the link's target is listed under its own name
+                    self.skip(rel, "not a regular file inside the tree (link or special file)")
+                    continue
+                members.append(Member(rel, classify(rel), st.st_size, stat_key(st)))
+        return members
+
+    def open_member(self, path: str) -> IO[bytes]:
+        return open(self.fs_path(path), "rb")
+
+    def fs_path(self, path: str) -> str:
+        return os.path.join(self.ref.path, *path.split("/"))
+
+
+def _project_name(root: str) -> tuple[str, str]:
+    """The project's name and version from pyproject.toml, when it states them."""
+    try:
+        import tomllib
+
+        with open(os.path.join(root, "pyproject.toml"), "rb") as fh:
+            project = tomllib.load(fh).get("project", {})
+        name = project.get("name", "")
+        version = project.get("version", "")
+        return (name if isinstance(name, str) else "", version if isinstance(version, str) else "")
+    except (OSError, ValueError):
+        return "", ""

@@ -1,0 +1,124 @@
+"""Wheels, read in place from the zip (never extracted)."""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from typing import IO
+
+from cuaudit.inputs import Artifact, classify, is_symlink_mode, unsafe_member_name
+from cuaudit.model import ArtifactKind, ArtifactRef, Member
+
+#: A member whose declared size is above this is not read (zip bombs).
+MAX_MEMBER_SIZE = 8 * 1024**3
+#: ... nor one that inflates more than this ratio once past MIN_RATIO_SIZE.
+MAX_RATIO = 1000
+MIN_RATIO_SIZE = 64 * 1024**2
+
+
+def parse_wheel_name(filename: str) -> tuple[str, str]:
+    """(name, version) from a wheel's file name, or ("", "") if it is not one."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    try:
+        name, version, _build, _tags = parse_wheel_filename(os.path.basename(filename))
+    except (InvalidWheelFilename, ValueError):
+        return "", ""
+    return str(name), str(version)
+
+
+class ZipArtifact(Artifact):
+    """Shared reading of zip archives (wheels, and sdists shipped as .zip)."""
+
+    #: the single top-level folder stripped from member names (sdists)
+    strip_prefix = ""
+
+    def __init__(self, ref: ArtifactRef) -> None:
+        super().__init__(ref)
+        self._h_zip: zipfile.ZipFile | None = None
+        self._names: dict[str, str] = {}  # member path -> name in the zip
+
+    def _zip(self) -> zipfile.ZipFile:
+        if self._h_zip is None:
+            self._h_zip = zipfile.ZipFile(self.ref.path)
+        return self._h_zip
+
+    def list_members(self) -> list[Member]:
+        path = self.ref.path
+        try:
+            with open(path, "rb") as fh:
+                magic = fh.read(4)
+        except OSError as exc:
+            self.problem("CU001", f"cannot read {path}: {exc.strerror or exc}")
+            return []
+        if magic[:2] != b"PK":
+            self.problem("CU006", f"{os.path.basename(path)} is not a zip archive (starts with {magic!r})", magic=magic.hex())
+            return []
+        try:
+            zf = self._zip()
+            infos = zf.infolist()
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+            self.problem("CU002", f"{os.path.basename(path)}: corrupt or truncated zip ({exc})")
+            return []
+        return self._members_from(infos, os.path.getsize(path))
+
+    def _members_from(self, infos: list[zipfile.ZipInfo], archive_size: int) -> list[Member]:
+        members: list[Member] = []
+        seen: set[str] = set()
+        # Entries whose data overlap are the trick of non-recursive zip bombs.
+        spans = sorted((i.header_offset, i.header_offset + i.compress_size, i.filename) for i in infos)
+        overlapping = {b[2] for a, b in zip(spans, spans[1:]) if b[0] < a[1]}
+        for info in infos:
+            name = info.filename
+            if info.is_dir():
+                continue
+            why = unsafe_member_name(name)
+            if why:
+                self.problem("CU003", f"member {name!r} {why}; it is ignored", member=name, reason=why)
+                continue
+            if is_symlink_mode(info.external_attr >> 16):
+                self.problem("CU003", f"member {name!r} is a symbolic link; it is ignored", member=name, reason="symlink")
+                continue
+            if name in overlapping:
+                self.problem("CU004", f"member {name!r} overlaps another entry (zip bomb); it is not read", member=name)
+                continue
+            ratio = info.file_size / max(info.compress_size, 1)
+            if info.file_size > MAX_MEMBER_SIZE or (info.file_size > MIN_RATIO_SIZE and ratio > MAX_RATIO):
+                self.problem(
+                    "CU004",
+                    f"member {name!r} declares {info.file_size} bytes from {info.compress_size} compressed "
+                    f"(ratio {ratio:.0f}); it is not read",
+                    member=name,
+                    declared_size=info.file_size,
+                    compressed_size=info.compress_size,
+                )
+                continue
+            if info.header_offset + info.compress_size > archive_size:
+                self.problem("CU002", f"member {name!r} extends past the end of the archive (truncated)", member=name)
+                continue
+            path = name
+            if self.strip_prefix:
+                if not name.startswith(self.strip_prefix):
+                    continue
+                path = name[len(self.strip_prefix) :]
+            if path in seen:
+                self.problem("CU003", f"member {name!r} appears twice in the archive", member=path, reason="duplicate")
+                continue
+            seen.add(path)
+            self._names[path] = name
+            key = f"zip:{os.path.basename(name)}:{info.CRC:08x}:{info.file_size}:{info.compress_size}"
+            members.append(Member(path, classify(path), info.file_size, key))
+        return members
+
+    def open_member(self, path: str) -> IO[bytes]:
+        if not self._names:
+            self.members  # noqa: B018 - lists the archive, filling the name map
+        return self._zip().open(self._names.get(path, path))
+
+
+class WheelArtifact(ZipArtifact):
+    def __init__(self, path: str) -> None:
+        name, version = parse_wheel_name(path)
+        super().__init__(ArtifactRef(ArtifactKind.WHEEL, os.path.abspath(path), name, version))
+        if not name:
+            self.problem("CU006", f"{os.path.basename(path)} is not a valid wheel file name (PEP 427)")

@@ -1,0 +1,228 @@
+"""The data every stage of the pipeline shares: artifacts, members, findings.
+
+inputs -> facts -> rules -> findings -> reports.  Everything here is a frozen
+dataclass (or an enum) so that facts and findings can be cached, compared,
+sorted and serialised without surprises.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+
+class Severity(enum.IntEnum):
+    """How bad a finding is. Ordered: ``INFO < WARNING < ERROR``."""
+
+    INFO = 1
+    WARNING = 2
+    ERROR = 3
+
+    def __str__(self) -> str:
+        return self.name.lower()
+
+    @classmethod
+    def parse(cls, text: str) -> "Severity":
+        try:
+            return cls[text.strip().upper()]
+        except KeyError:
+            raise ValueError(f"unknown severity {text!r} (expected error, warning or info)") from None
+
+
+class Applicability(str, enum.Enum):
+    """How safe an automatic fix is (ruff's grading)."""
+
+    SAFE = "safe"  # keeps the program's meaning; applied by --fix
+    UNSAFE = "unsafe"  # may change meaning; applied by --fix --unsafe-fixes
+    DISPLAY = "display"  # shown as a suggestion only
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class ArtifactKind(str, enum.Enum):
+    WHEEL = "wheel"
+    SDIST = "sdist"
+    TREE = "tree"
+    FILE = "file"  # a single file named on the command line (an ELF, a .py)
+    INSTALLED = "installed"  # an installed distribution; members relative to its site dir
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class MemberKind(str, enum.Enum):
+    """A coarse classification by name; extractors refine it by content."""
+
+    PYTHON = "python"
+    STUB = "stub"
+    ELF = "elf"
+    CYTHON = "cython"  # .pyx / .pxd sources
+    CUDA = "cuda"  # .cu / .cuh sources
+    BUILD = "build"  # setup.py, pyproject.toml, CMakeLists.txt, meson.build, ...
+    METADATA = "metadata"  # METADATA / PKG-INFO / RECORD / WHEEL / entry_points.txt
+    OTHER = "other"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True, order=True)
+class ArtifactRef:
+    """Identifies an artifact in findings and reports.
+
+    ``path`` is the filesystem path of the wheel, sdist, tree or file; for an
+    installed distribution it is the site directory its RECORD paths are
+    relative to.  ``name``/``version`` are the distribution's when known.
+    """
+
+    kind: ArtifactKind
+    path: str
+    name: str = ""
+    version: str = ""
+
+    @property
+    def display(self) -> str:
+        if self.kind is ArtifactKind.INSTALLED:
+            return f"{self.name} {self.version} (installed)"
+        return self.path
+
+
+@dataclass(frozen=True)
+class Member:
+    """One file inside an artifact (a wheel member, a file of a tree, ...).
+
+    ``path`` is POSIX, relative to the artifact.  ``content_key`` identifies
+    the content for the fact cache without reading it (zip CRC + size, or the
+    file's stat), see ``cuaudit.inputs``.
+    """
+
+    path: str
+    kind: MemberKind
+    size: int
+    content_key: str
+
+    @property
+    def suffix(self) -> str:
+        name = self.path.rsplit("/", 1)[-1]
+        return name[name.rfind(".") :] if "." in name else ""
+
+
+@dataclass(frozen=True, order=True)
+class Location:
+    """Where a finding is.
+
+    ``member`` is the file inside the artifact (None: the artifact as a
+    whole); ``line``/``column`` are 1-based; ``symbol`` names an object
+    inside a binary (a library name, a dynamic symbol, a C-API function).
+    """
+
+    artifact: ArtifactRef
+    member: str | None = None
+    line: int | None = None
+    column: int | None = None
+    end_line: int | None = None
+    end_column: int | None = None
+    symbol: str | None = None
+
+    def __str__(self) -> str:
+        text = self.artifact.display
+        if self.member:
+            text = f"{text}:{self.member}" if self.artifact.kind is not ArtifactKind.TREE else self.member
+            if self.artifact.kind is ArtifactKind.FILE:
+                text = self.artifact.path
+        if self.line is not None:
+            text += f":{self.line}"
+            if self.column is not None:
+                text += f":{self.column}"
+        if self.symbol:
+            text += f" [{self.symbol}]"
+        return text
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Replace the text between two 1-based (line, column) positions of a member."""
+
+    member: str
+    start_line: int
+    start_column: int
+    end_line: int
+    end_column: int
+    content: str
+
+
+@dataclass(frozen=True)
+class Fix:
+    """What to do about a finding: always a text, sometimes an automatic edit."""
+
+    description: str
+    edits: tuple[Edit, ...] = ()
+    applicability: Applicability = Applicability.DISPLAY
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem found by one rule.
+
+    ``evidence`` holds the structured facts behind the message (JSON-able),
+    ``key`` distinguishes several findings of one rule at one location (the
+    library name, the function name) and makes baselines stable across
+    versions; ``origin`` is ``"static"`` or ``"probe"`` (confirmed by running
+    the code in a subprocess).
+    """
+
+    code: str
+    severity: Severity
+    message: str
+    location: Location
+    fix: Fix | None = None
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+    key: str = ""
+    origin: str = "static"
+
+    def sort_key(self) -> tuple:
+        loc = self.location
+        return (
+            loc.artifact.path,
+            loc.artifact.name,
+            loc.member or "",
+            loc.line or 0,
+            loc.column or 0,
+            self.code,
+            loc.symbol or "",
+            self.key,
+            self.message,
+        )
+
+    def fingerprint(self) -> str:
+        """A stable identity for baselines: no version numbers, no message text."""
+        loc = self.location
+        artifact = loc.artifact.name or loc.artifact.path.rsplit("/", 1)[-1]
+        parts = [self.code, artifact, loc.member or "", loc.symbol or "", self.key or self.message]
+        return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """Something that was not analysed, and why (data, not an exception)."""
+
+    location: Location
+    reason: str
+    code: str = ""
+
+
+@dataclass(frozen=True)
+class EnvironmentInfo:
+    """What `cuaudit env` learnt about the interpreter, without importing packages."""
+
+    python: str
+    version: str
+    implementation: str
+    platform: str
+    prefix: str
+    site_dirs: tuple[str, ...]
+    sys_path: tuple[str, ...]
+    environ: Mapping[str, str] = field(default_factory=dict)  # LD_LIBRARY_PATH, CUDA_HOME, CONDA_PREFIX ...

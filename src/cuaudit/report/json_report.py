@@ -1,0 +1,122 @@
+"""JSON report (schema: ``docs/schema/report-v1.json``).
+
+The document is deterministic for the same inputs except under ``stats``
+(timings, cache hits), which is the one place for run-dependent numbers.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from cuaudit.model import ArtifactRef, Finding, Location, Skipped
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cuaudit.engine import Report
+
+SCHEMA_VERSION = 1
+
+
+def artifact_dict(ref: ArtifactRef) -> dict[str, Any]:
+    return {"kind": str(ref.kind), "path": ref.path, "name": ref.name or None, "version": ref.version or None}
+
+
+def location_dict(loc: Location) -> dict[str, Any]:
+    return {
+        "artifact": artifact_dict(loc.artifact),
+        "member": loc.member,
+        "line": loc.line,
+        "column": loc.column,
+        "end_line": loc.end_line,
+        "end_column": loc.end_column,
+        "symbol": loc.symbol,
+    }
+
+
+def finding_dict(f: Finding) -> dict[str, Any]:
+    from cuaudit.rules import get
+
+    fix = None
+    if f.fix is not None:
+        fix = {
+            "description": f.fix.description,
+            "applicability": str(f.fix.applicability),
+            "edits": [
+                {
+                    "member": e.member,
+                    "start": {"line": e.start_line, "column": e.start_column},
+                    "end": {"line": e.end_line, "column": e.end_column},
+                    "content": e.content,
+                }
+                for e in f.fix.edits
+            ],
+        }
+    return {
+        "code": f.code,
+        "rule": get(f.code).name,
+        "severity": str(f.severity),
+        "message": f.message,
+        "location": location_dict(f.location),
+        "fix": fix,
+        "evidence": _jsonable(f.evidence),
+        "origin": f.origin,
+        "fingerprint": f.fingerprint(),
+    }
+
+
+def skipped_dict(s: Skipped) -> dict[str, Any]:
+    return {"location": location_dict(s.location), "reason": s.reason, "code": s.code or None}
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = [_jsonable(v) for v in value]
+        return sorted(items, key=str) if isinstance(value, (set, frozenset)) else items
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    return str(value)
+
+
+def document(report: "Report") -> dict[str, Any]:
+    env = report.environment
+    counts = report.counts()
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": "cuaudit", "version": report.tool_version},
+        "command": report.command,
+        "inputs": [artifact_dict(a) for a in report.artifacts],
+        "environment": None
+        if env is None
+        else {
+            "python": env.python,
+            "version": env.version,
+            "implementation": env.implementation,
+            "platform": env.platform,
+            "prefix": env.prefix,
+            "site_dirs": list(env.site_dirs),
+            "sys_path": list(env.sys_path),
+            "environ": dict(env.environ),
+        },
+        "summary": {
+            **counts,
+            "total": len(report.findings),
+            "suppressed": report.suppressed,
+            "baselined": report.baselined,
+            "skipped": len(report.skipped),
+            "fail_on": str(report.config.fail_on),
+            "exit_code": report.exit_code(),
+        },
+        "rules": report.rules,
+        "findings": [finding_dict(f) for f in report.findings],
+        "skipped": [skipped_dict(s) for s in report.skipped],
+        "probes": [
+            {"what": p.what, "command": p.command, "seconds": p.seconds, "outcome": p.outcome} for p in report.probes
+        ],
+        "stats": dict(report.stats),
+    }
+
+
+def render(report: "Report", *, color: bool = False) -> str:
+    return json.dumps(document(report), indent=2, sort_keys=False) + "\n"

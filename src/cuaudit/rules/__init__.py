@@ -1,0 +1,200 @@
+"""Rules: small classes over facts that yield findings.
+
+One module per family (``imports.py`` CU1xx, ``linkage.py`` CU2xx, ...).  A
+rule is a subclass of :class:`Rule`; defining it registers it.  Its docstring
+*is* its documentation, in fixed sections (ruff's layout)::
+
+    ## What it does
+    ## Why is this bad?
+    ## Example
+    ## Use instead
+    ## Fix safety
+
+``cuaudit rule CODE``, ``cuaudit rules`` and ``docs/rules/`` all render this
+same text.  A rule never reads files: it asks ``ctx`` for facts, which the
+engine extracted (or took from the cache) beforehand.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Iterator, Mapping
+
+from cuaudit.model import Finding, Fix, Location, Severity
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cuaudit.engine import RuleContext
+
+DOC_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "Fix safety")
+
+FAMILIES = {
+    "CU0": "Problems with the input itself",
+    "CU1": "Submodule attribute traps",
+    "CU2": "Linking and loading",
+    "CU3": "Cython C-API",
+    "CU4": "NEP 50 promotion",
+    "CU5": "Build-time GPU detection and missing device code",
+    "CU6": "Device code coverage",
+}
+
+_REGISTRY: dict[str, type["Rule"]] = {}
+_CODE = re.compile(r"^CU\d{3}$")
+
+
+@dataclass(frozen=True)
+class RuleDoc:
+    code: str
+    name: str
+    summary: str
+    severity: Severity
+    family: str
+    sections: Mapping[str, str]
+
+    def markdown(self) -> str:
+        out = [f"# {self.code} `{self.name}`", "", f"*{self.summary}*", ""]
+        out.append(f"Default severity: **{self.severity}**. Family: {self.family}.")
+        for title in DOC_SECTIONS:
+            body = self.sections.get(title)
+            if body:
+                out += ["", f"## {title}", body]
+        return "\n".join(out) + "\n"
+
+
+class Rule:
+    """Base class of every rule.  Subclasses set the class attributes below."""
+
+    code: ClassVar[str]
+    name: ClassVar[str]  # kebab-case, like ruff's rule names
+    summary: ClassVar[str]  # one line
+    severity: ClassVar[Severity] = Severity.WARNING
+    #: names of the extractors whose facts the rule reads; the engine only
+    #: extracts what the selected rules need.
+    needs: ClassVar[tuple[str, ...]] = ()
+    #: rules that only report problems found by inputs/extractors (CU0xx)
+    emitted_by_engine: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "code" not in cls.__dict__:
+            return  # an intermediate base class of a family
+        if not _CODE.match(getattr(cls, "code", "")):
+            raise TypeError(f"{cls.__name__}: code must look like CU123")
+        if cls.code in _REGISTRY and _REGISTRY[cls.code].__qualname__ != cls.__qualname__:
+            raise TypeError(f"{cls.code} registered twice ({_REGISTRY[cls.code].__name__}, {cls.__name__})")
+        missing = [s for s in DOC_SECTIONS[:3] if f"## {s}" not in (cls.__doc__ or "")]
+        if missing:
+            raise TypeError(f"{cls.code}: docstring lacks sections {missing}")
+        _REGISTRY[cls.code] = cls
+
+    # -- what a rule does -------------------------------------------------
+    def check(self, ctx: "RuleContext") -> Iterable[Finding]:
+        """Yield findings.  Engine-emitted rules (CU0xx) yield nothing here."""
+        return ()
+
+    # -- helpers ------------------------------------------------------------
+    @classmethod
+    def finding(
+        cls,
+        location: Location,
+        message: str,
+        *,
+        fix: Fix | str | None = None,
+        evidence: Mapping[str, Any] | None = None,
+        key: str = "",
+        severity: Severity | None = None,
+        origin: str = "static",
+    ) -> Finding:
+        if isinstance(fix, str):
+            fix = Fix(fix)
+        return Finding(
+            code=cls.code,
+            severity=severity or cls.severity,
+            message=message,
+            location=location,
+            fix=fix,
+            evidence=dict(evidence or {}),
+            key=key,
+            origin=origin,
+        )
+
+    @classmethod
+    def doc(cls) -> RuleDoc:
+        return RuleDoc(
+            code=cls.code,
+            name=cls.name,
+            summary=cls.summary,
+            severity=cls.severity,
+            family=FAMILIES.get(cls.code[:3], ""),
+            sections=_sections(cls.__doc__ or ""),
+        )
+
+
+def _sections(doc: str) -> dict[str, str]:
+    text = inspect.cleandoc(doc)
+    out: dict[str, str] = {}
+    current = None
+    lines: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("## "):
+            if current:
+                out[current] = "\n".join(lines).strip()
+            current, lines = line[3:].strip(), []
+        elif current:
+            lines.append(line)
+    if current:
+        out[current] = "\n".join(lines).strip()
+    return out
+
+
+_loaded = False
+
+
+def load_all() -> None:
+    """Import every family module in this package (defining a rule registers it)."""
+    global _loaded
+    if _loaded:
+        return
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        if not info.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{info.name}")
+    _loaded = True
+
+
+def all_rules() -> list[type[Rule]]:
+    load_all()
+    return [_REGISTRY[c] for c in sorted(_REGISTRY)]
+
+
+def get(code: str) -> type[Rule]:
+    load_all()
+    try:
+        return _REGISTRY[code.upper()]
+    except KeyError:
+        raise KeyError(f"unknown rule {code!r}") from None
+
+
+def by_name_or_code(ident: str) -> type[Rule]:
+    load_all()
+    for cls in _REGISTRY.values():
+        if cls.name == ident:
+            return cls
+    return get(ident)
+
+
+def matches(code: str, prefixes: Iterable[str]) -> bool:
+    """``CU2`` selects CU2xx, ``CU201`` selects itself, ``ALL``/``CU`` everything."""
+    return any(p == "ALL" or code.startswith(p) for p in prefixes)
+
+
+def select(select: Iterable[str], ignore: Iterable[str]) -> Iterator[type[Rule]]:
+    """Rules selected by prefix; the longer (more specific) prefix wins, as in ruff."""
+    sel, ign = list(select), list(ignore)
+    for cls in all_rules():
+        s = max((len(p) for p in sel if p == "ALL" or cls.code.startswith(p)), default=-1)
+        i = max((len(p) for p in ign if p == "ALL" or cls.code.startswith(p)), default=-1)
+        if s >= 0 and s > i:
+            yield cls
