@@ -1,0 +1,154 @@
+"""Shared test helpers: fixtures built from strings, the real corpus, the CLI.
+
+Every helper here builds its inputs itself (tiny wheels, trees, ELF files
+compiled with ``cc``); ``corpus`` gives the real public artifacts of
+``../shared/corpus`` (downloaded once into a cache, skipped with a reason
+only when the download is impossible).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_CORPUS = REPO.parent / "shared" / "corpus"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Tests never read or write the user's fact cache."""
+    os.environ["CUAUDIT_CACHE_DIR"] = str(tmp_path_factory.mktemp("cuaudit-cache"))
+    for var in [v for v in os.environ if v.startswith("CUAUDIT_") and v != "CUAUDIT_CACHE_DIR" and v != "CUAUDIT_CORPUS"]:
+        del os.environ[var]
+
+
+# -- fixtures built from strings --------------------------------------------------
+
+
+def make_wheel(
+    directory: Path,
+    name: str,
+    version: str,
+    files: dict[str, bytes | str],
+    *,
+    tag: str = "py3-none-any",
+    requires: list[str] = (),
+    record: bool = True,
+) -> Path:
+    """A valid wheel (WHEEL, METADATA, RECORD) holding ``files``."""
+    dist = name.replace("-", "_")
+    info = f"{dist}-{version}.dist-info"
+    meta = [f"Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"] + [f"Requires-Dist: {r}" for r in requires]
+    contents: dict[str, bytes] = {k: (v.encode() if isinstance(v, str) else v) for k, v in files.items()}
+    contents[f"{info}/METADATA"] = ("\n".join(meta) + "\n").encode()
+    contents[f"{info}/WHEEL"] = f"Wheel-Version: 1.0\nGenerator: cuaudit-tests\nRoot-Is-Purelib: true\nTag: {tag}\n".encode()
+    if record:
+        lines = []
+        for path, data in contents.items():
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            lines.append(f"{path},sha256={digest},{len(data)}")
+        lines.append(f"{info}/RECORD,,")
+        contents[f"{info}/RECORD"] = ("\n".join(lines) + "\n").encode()
+    path = directory / f"{dist}-{version}-{tag}.whl"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
+        for member, data in contents.items():
+            zf.writestr(member, data)
+    return path
+
+
+def make_tree(directory: Path, files: dict[str, bytes | str]) -> Path:
+    """A directory holding ``files`` (paths relative, POSIX)."""
+    for rel, data in files.items():
+        p = directory / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data.encode() if isinstance(data, str) else data)
+    return directory
+
+
+def compile_so(directory: Path, name: str, source: str, *, libs: list[str] = (), flags: list[str] = ()) -> Path:
+    """A shared library compiled with ``cc`` from C source (skips if no compiler)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler (cc) on this machine")
+    src = directory / f"{name}.c"
+    src.write_text(source)
+    out = directory / name
+    cmd = [cc, "-shared", "-fPIC", "-o", str(out), str(src), *flags, *[f"-l{lib}" for lib in libs]]
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return out
+
+
+@pytest.fixture
+def wheel_factory(tmp_path: Path):
+    def factory(name: str = "demo", version: str = "1.0", files: dict | None = None, **kw) -> Path:
+        return make_wheel(tmp_path, name, version, files or {}, **kw)
+
+    return factory
+
+
+@pytest.fixture
+def tree_factory(tmp_path: Path):
+    def factory(files: dict, sub: str = "tree") -> Path:
+        return make_tree(tmp_path / sub, files)
+
+    return factory
+
+
+# -- the CLI, in process ----------------------------------------------------------------
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]):
+    """Run ``cuaudit ARGS`` in process: returns (exit code, stdout, stderr)."""
+    from cuaudit.cli import main
+
+    def run(*args: str) -> tuple[int, str, str]:
+        rc = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return rc, out, err
+
+    return run
+
+
+def codes(report) -> list[str]:
+    return sorted(f.code for f in report.findings)
+
+
+# -- the real corpus -----------------------------------------------------------------
+
+
+def _corpus_dir() -> Path:
+    return Path(os.environ.get("CUAUDIT_CORPUS") or Path.home() / ".cache" / "cuaudit" / "corpus")
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    """The directory of the real public artifacts (downloaded once, then cached)."""
+    d = _corpus_dir()
+    marker = d / ".complete"
+    if not marker.exists():
+        if not SHARED_CORPUS.joinpath("fetch.sh").exists():
+            pytest.skip(f"corpus script not found at {SHARED_CORPUS}")
+        d.mkdir(parents=True, exist_ok=True)
+        proc = subprocess.run(["bash", str(SHARED_CORPUS / "fetch.sh"), str(d)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            pytest.skip(f"the package registry is unreachable, corpus download failed: {proc.stderr.strip()[-300:]}")
+        marker.write_text("ok\n")
+    return d
+
+
+def corpus_file(corpus: Path, pattern: str) -> Path:
+    matches = sorted(corpus.glob(pattern))
+    if not matches:
+        pytest.skip(f"{pattern} is not in the corpus at {corpus}")
+    return matches[0]
