@@ -1,0 +1,267 @@
+"""The benchmark cases, as data.  Adding a case is adding one :class:`Case`.
+
+Each case names its inputs (corpus files, members extracted once, built
+environments), the cuaudit command, the peers (what users run today for the
+same question) and the physical floor (``floors.py``).  Argument templates
+are filled with the resolved inputs, ``{py}`` (this interpreter), ``{bench}``
+(this folder), ``{fresh}`` (an empty folder per run) and ``{casework}`` (a
+folder kept for the whole case, e.g. a fact cache filled by ``prepare``).
+
+Cases for features that are still being written report
+"n/a (feature not present)" until their module lands; nothing else changes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from typing import Callable
+
+from harness import Case, Cmd, Corpus, ElfMembers, Environment, Member, Target
+
+# -- what this machine and this cuaudit have -----------------------------------------
+
+
+def has_module(name: str, what: str = "") -> Callable[[], str | None]:
+    def check() -> str | None:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        return None if found else f"{what or name} not present"
+
+    return check
+
+
+def has_tool(name: str) -> Callable[[], str | None]:
+    return lambda: None if shutil.which(name) else f"{name} not installed"
+
+
+def has_rules(prefix: str, what: str) -> Callable[[], str | None]:
+    def check() -> str | None:
+        from cuaudit.rules import all_rules
+
+        if any(r.code.startswith(prefix) for r in all_rules()):
+            return None
+        return f"feature not present (no {prefix}xx rules: {what})"
+
+    return check
+
+
+# -- command builders -------------------------------------------------------------------
+
+CUAUDIT = ("{py}", "-m", "cuaudit.cli")
+
+
+def check(*extra: str, label: str = "cuaudit check", requires=None) -> Cmd:
+    return Cmd(label, (*CUAUDIT, "check", "--no-cache", "--color", "never", "-q", *extra, "{wheel}"), ok=(0, 1),
+               requires=requires)
+
+
+AUDITWHEEL = Cmd("auditwheel show", ("{py}", "-m", "auditwheel", "show", "{wheel}"), ok=(0, 1),
+                 requires=has_module("auditwheel", "auditwheel (pip install -e '.[bench]')"))
+
+
+def inflate_floor(kinds: str = "elf,python,metadata") -> Cmd:
+    return Cmd(f"inflate {kinds.replace(',', '+')} (zlib)", ("{py}", "{bench}/floors.py", "inflate", "{wheel}",
+                                                           "--kinds", kinds), summary=True)
+
+
+#: cuaudit's own ELF reader on one file (the module lands with the linkage work).
+DYNSYM_CUAUDIT = r"""
+import json, sys
+try:
+    from cuaudit.facts.elf import read_elf_file
+except ImportError as exc:
+    print(json.dumps({"na": f"feature not present (cuaudit.facts.elf: {exc})"}))
+    raise SystemExit(0)
+facts = read_elf_file(sys.argv[1])
+print(json.dumps({"items": len(facts.imports) + len(facts.exports)}))
+"""
+
+#: what a pyelftools script does for the same answer: every dynamic symbol's
+#: name, and whether it is defined (export) or not (import).
+DYNSYM_PYELFTOOLS = r"""
+import json, sys
+from elftools.elf.elffile import ELFFile
+n = 0
+with open(sys.argv[1], "rb") as fh:
+    for sym in ELFFile(fh).get_section_by_name(".dynsym").iter_symbols():
+        if sym.name and sym["st_info"]["type"] != "STT_SECTION":
+            n += 1
+            imported = sym["st_shndx"] == "SHN_UNDEF"
+print(json.dumps({"items": n}))
+"""
+
+#: the device-code reader, when ``cuaudit archs`` is not there yet
+DEVICECODE_CUAUDIT = r"""
+import json, sys
+try:
+    import cuaudit.facts.fatbin as mod
+except ImportError as exc:
+    print(json.dumps({"na": f"feature not present (cuaudit archs / cuaudit.facts.fatbin: {exc})"}))
+    raise SystemExit(0)
+from cuaudit.facts import Extractor, MemberReader
+from cuaudit.inputs.file import FileArtifact
+art = FileArtifact(sys.argv[1])
+ex = next(c for c in vars(mod).values()
+          if isinstance(c, type) and issubclass(c, Extractor) and c.__module__ == mod.__name__)()
+fact = ex.extract(MemberReader(art, art.members[0]))
+n = next((len(getattr(fact, a)) for a in ("entries", "images", "cubins", "elves") if hasattr(fact, a)), None)
+print(json.dumps({"items": n} if isinstance(n, int) else {}))
+"""
+
+
+def devicecode_cmd() -> Cmd:
+    if has_module("cuaudit.commands.archs")() is None:
+        return Cmd("cuaudit archs", (*CUAUDIT, "archs", "{lib}"), ok=(0, 1))
+    return Cmd("cuaudit.facts.fatbin", ("{py}", "-c", DEVICECODE_CUAUDIT, "{lib}"), summary=True)
+
+
+def dynsym_case(name: str, title: str, lib: Member, **kw) -> Case:
+    return Case(
+        name, title, {"lib": lib},
+        cuaudit=Cmd("cuaudit.facts.elf", ("{py}", "-c", DYNSYM_CUAUDIT, "{lib}"), summary=True),
+        peers=(
+            Cmd("pyelftools", ("{py}", "-c", DYNSYM_PYELFTOOLS, "{lib}"), summary=True,
+                requires=has_module("elftools", "pyelftools")),
+            Cmd("readelf --dyn-syms -W", ("readelf", "--dyn-syms", "-W", "{lib}"), requires=has_tool("readelf")),
+        ),
+        floor=Cmd("read .dynsym+.dynstr+versions", ("{py}", "{bench}/floors.py", "sections", "{lib}", ".dynsym",
+                                                  ".dynstr", ".gnu.version", ".gnu.version_r", ".gnu.version_d"),
+                  summary=True),
+        unit="symbols", **kw,
+    )
+
+
+CUOBJDUMP = Member("nvidia_cuda_cuobjdump-13.4.92-*.whl", "nvidia/cu13/bin/cuobjdump", executable=True)
+
+
+def devicecode_case(name: str, title: str, lib: Member, **kw) -> Case:
+    return Case(
+        name, title, {"lib": lib, "cuobjdump": CUOBJDUMP},
+        cuaudit=devicecode_cmd(),
+        peers=(Cmd("cuobjdump --list-elf --list-ptx", ("{cuobjdump}", "--list-elf", "--list-ptx", "{lib}")),),
+        floor=Cmd("read .nv_fatbin", ("{py}", "{bench}/floors.py", "sections", "{lib}", ".nv_fatbin"), summary=True),
+        unit="entries", **kw,
+    )
+
+
+def check_case(name: str, title: str, wheel: str, *, auditwheel: bool = True, **kw) -> Case:
+    return Case(name, title, {"wheel": Corpus(wheel)}, cuaudit=check(), peers=(AUDITWHEEL,) if auditwheel else (),
+                floor=inflate_floor(), **kw)
+
+
+def overlink_case(name: str, title: str, wheel: str, libs: tuple[str, ...], **kw) -> Case:
+    return Case(
+        name, title, {"wheel": Corpus(wheel), "elf": ElfMembers((wheel,) + libs)},
+        cuaudit=check("--select", "CU2", label="cuaudit check --select CU2",
+                      requires=has_rules("CU2", "over-linking")),
+        # ldd needs the files on disk: the wheel is extracted once beforehand and
+        # that unzip is not counted (in the peer's favour).
+        peers=(Cmd("ldd -u -r (extracted)", ("sh", "-c", 'find "$1" -type f -name "*.so*" -print0 | xargs -0 ldd -u -r',
+                                              "sh", "{elf}"),
+                   env=(("LD_LIBRARY_PATH", "{elf.libdirs}"),), ok=(0, 1, 123), requires=has_tool("ldd")),),
+        floor=inflate_floor("elf"), **kw,
+    )
+
+
+def capi_case(name: str, title: str, wheel: str, **kw) -> Case:
+    return Case(
+        name, title, {"wheel": Corpus(wheel)},
+        cuaudit=check("--select", "CU3", label="cuaudit check --select CU3",
+                      requires=has_rules("CU3", "Cython C-API import recovery")),
+        floor=inflate_floor("elf"), **kw,
+    )
+
+
+def env_cases(name: str, title: str, env: Environment, *, cold_targets=(), cached_targets=(), **kw) -> list[Case]:
+    base = (*CUAUDIT, "env", "--python", "{env}", "--color", "never", "-q")
+    cached = (*base, "--cache-dir", "{casework}/facts")
+    return [
+        Case(f"{name}-cold", f"{title}, no fact cache", {"env": env},
+             cuaudit=Cmd("cuaudit env (cold)", (*base, "--cache-dir", "{fresh}"), ok=(0, 1)),
+             floor=Cmd("read ELF+py+metadata files", ("{py}", "{bench}/floors.py", "read-tree", "{env.site}"),
+                       summary=True),
+             targets=cold_targets, **kw),
+        Case(f"{name}-cached", f"{title}, fact cache filled", {"env": env},
+             cuaudit=Cmd("cuaudit env (cached)", cached, ok=(0, 1), prepare=cached),
+             floor=Cmd("stat every file", ("{py}", "{bench}/floors.py", "stat-tree", "{env.site}"), summary=True),
+             targets=cached_targets, **kw),
+    ]
+
+
+# -- the inputs ---------------------------------------------------------------------
+
+CUPY14 = "cupy_cuda12x-14.2.0-*.whl"
+CUBLAS12 = "nvidia_cublas_cu12-12.9.1.4-*.whl"
+TORCH = "torch-2.8.0-*.whl"
+CU11_LIBS = (
+    "nvidia_cublas_cu11-11.11.3.6-*.whl", "nvidia_cufft_cu11-10.9.0.58-*.whl", "nvidia_curand_cu11-10.3.0.86-*.whl",
+    "nvidia_cusparse_cu11-11.7.5.86-*.whl", "nvidia_cuda_nvrtc_cu11-11.8.89-*.whl",
+    "nvidia_cuda_runtime_cu11-11.8.89-*.whl",
+)
+
+SMALL_ENV = Environment(("fastrlock-0.8.3-*.whl", "rmm_cu12-24.12.0-*.whl", "nvidia_cuda_runtime_cu11-11.8.89-*.whl"))
+#: a full CUDA Python environment: PyTorch, CuPy, CUDA Python, RAPIDS memory
+#: manager and the NVIDIA library wheels of two CUDA major versions (~4.5 GB).
+LARGE_ENV = Environment((
+    TORCH, CUPY14, "numpy-2.0.2-*.whl", "fastrlock-0.8.3-*.whl", "cuda_bindings-13.0.3-*.whl",
+    "rmm_cu12-24.12.0-*.whl", CUBLAS12, *CU11_LIBS,
+))
+
+# -- the cases ----------------------------------------------------------------------
+
+#: full `check` of wheels, smallest to largest; also the scaling series
+CHECK_CASES: list[Case] = [
+    check_case("check-fastrlock", "check fastrlock 0.8.3 (54 KB)", "fastrlock-0.8.3-*.whl", quick=True),
+    check_case("check-cudart-cu11", "check nvidia-cuda-runtime-cu11 11.8.89 (0.9 MB)",
+               "nvidia_cuda_runtime_cu11-11.8.89-*.whl", quick=True),
+    check_case("check-rmm", "check rmm-cu12 24.12.0 (2 MB)", "rmm_cu12-24.12.0-*.whl", quick=True),
+    check_case("check-cuda-bindings", "check cuda-bindings 13.0.3 (12 MB)", "cuda_bindings-13.0.3-*.whl"),
+    check_case("check-numpy", "check numpy 2.0.2 (19 MB)", "numpy-2.0.2-*.whl"),
+    check_case("check-cupy-cuda11x-12.3", "check cupy-cuda11x 12.3.0 (90 MB)", "cupy_cuda11x-12.3.0-*.whl"),
+    check_case("check-cupy-14.2", "check cupy-cuda12x 14.2.0 (137 MB)", CUPY14,
+               targets=(Target("seconds", 1.5), Target("speedup", 1, "auditwheel"))),
+    check_case("check-cublas-cu12", "check nvidia-cublas-cu12 12.9.1.4 (581 MB)", CUBLAS12,
+               targets=(Target("speedup", 1, "auditwheel"),)),
+    check_case("check-torch-2.8", "check torch 2.8.0 (888 MB, 12,098 members)", TORCH,
+               targets=(Target("over_floor", 1.3), Target("speedup", 3, "auditwheel"))),
+]
+
+CASES: list[Case] = [
+    *CHECK_CASES,
+    dynsym_case("dynsym-libcudart", "dynamic symbols of libcudart.so.11.0 (0.7 MB)",
+                Member("nvidia_cuda_runtime_cu11-11.8.89-*.whl", "nvidia/cuda_runtime/lib/libcudart.so.11.0"),
+                quick=True),
+    dynsym_case("dynsym-libtorch_cpu", "dynamic symbols of libtorch_cpu.so (410 MB)",
+                Member(TORCH, "torch/lib/libtorch_cpu.so"), targets=(Target("rate", 1e6),)),
+    overlink_case("overlink-rmm", "over-linking of rmm-cu12 24.12.0 (8 modules)", "rmm_cu12-24.12.0-*.whl", (),
+                  quick=True),
+    overlink_case("overlink-cupy-cuda11x-12.3", "over-linking of cupy-cuda11x 12.3.0 (66 modules, CUDA 11 libs)",
+                  "cupy_cuda11x-12.3.0-*.whl", CU11_LIBS),
+    devicecode_case("devicecode-cupy-random", "device code of cupy/random/_generator_api (13 MB, 13 entries)",
+                    Member(CUPY14, "cupy/random/_generator_api.cpython-311-x86_64-linux-gnu.so"), quick=True),
+    devicecode_case("devicecode-cublasLt", "device code of libcublasLt.so.12 (749 MB, ~6,000 entries)",
+                    Member(CUBLAS12, "nvidia/cublas/lib/libcublasLt.so.12"),
+                    targets=(Target("speedup", 10, "cuobjdump"), Target("peak_mb", 300))),
+    devicecode_case("devicecode-libtorch_cuda", "device code of libtorch_cuda.so (1 GB, 2,758 entries)",
+                    Member(TORCH, "torch/lib/libtorch_cuda.so"),
+                    targets=(Target("speedup", 10, "cuobjdump"), Target("peak_mb", 300))),
+    capi_case("capi-rmm", "Cython C-API imports of rmm-cu12 24.12.0", "rmm_cu12-24.12.0-*.whl", quick=True),
+    capi_case("capi-cuda-bindings", "Cython C-API imports of cuda-bindings 13.0.3", "cuda_bindings-13.0.3-*.whl",
+              targets=(Target("seconds", 2),)),
+    *env_cases("env-small", "env of 3 small distributions", SMALL_ENV, quick=True),
+    *env_cases("env-large", "env of a full CUDA Python environment (torch, cupy, cuda-bindings, rmm, "
+               "CUDA 11 and 12 libraries)", LARGE_ENV,
+               cold_targets=(Target("seconds", 10),), cached_targets=(Target("seconds", 1),)),
+]
+
+#: the cases whose cuaudit time and memory are plotted against the bytes read
+SCALING = [c.name for c in CHECK_CASES]
+
+#: tools whose versions the results record
+TOOLS = {
+    "readelf": ["readelf", "--version"],
+    "ldd": ["ldd", "--version"],
+}

@@ -1,0 +1,893 @@
+"""The measuring machinery of ``benchmarks/run.py``: cases as data, inputs that
+fetch or build themselves once, subprocess timing with the child's peak memory,
+and the tables.
+
+A case is one :class:`Case` entry in ``cases.py``: its inputs, the cuaudit
+command, the peer commands (the tools users run today) and the physical floor.
+Every command is a separate process, run the same way: the harness starts it,
+waits for it with ``os.wait4`` (which gives the child's ``ru_maxrss``, covering
+the largest process of its tree) and, from a sampler thread, sums the
+proportional set size of the whole process tree (cuaudit extracts facts in
+worker processes, so the largest single process alone would flatter it).
+Commands of one case alternate, in an order rotated every repetition, so that
+machine noise and cache warmth hit all of them alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+FETCH_SCRIPT = REPO.parent / "shared" / "corpus" / "fetch.sh"
+PY = sys.executable
+
+
+def corpus_dir() -> Path:
+    return Path(os.environ.get("CUAUDIT_CORPUS") or Path.home() / ".cache" / "cuaudit" / "corpus")
+
+
+def cache_dir() -> Path:
+    """Where extracted members and built environments are kept between runs."""
+    return Path(os.environ.get("CUAUDIT_BENCH_CACHE") or Path.home() / ".cache" / "cuaudit" / "bench")
+
+
+class NotAvailable(Exception):
+    """An input or a tool this run does not have: the row says n/a and why."""
+
+
+# -- inputs ----------------------------------------------------------------------
+
+
+class Run:
+    """State shared by the inputs of one harness run (fetch once, log once)."""
+
+    def __init__(self, large: bool, log: Callable[[str], None]) -> None:
+        self.large = large
+        self.log = log
+        self.fetched = False
+        self.resolved: dict[Any, Any] = {}
+
+    def corpus_file(self, pattern: str) -> Path:
+        d = corpus_dir()
+        found = sorted(d.glob(pattern))
+        if not found and not self.fetched:
+            self.fetch()
+            found = sorted(d.glob(pattern))
+        if not found:
+            raise NotAvailable(f"{pattern} is not in the corpus at {d}")
+        return found[0]
+
+    def fetch(self) -> None:
+        """Run the corpus script (idempotent; only when something is missing)."""
+        self.fetched = True
+        if not FETCH_SCRIPT.exists():
+            self.log(f"corpus script not found at {FETCH_SCRIPT}")
+            return
+        d = corpus_dir()
+        d.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ, WITH_LARGE="1" if self.large else "0")
+        self.log(f"fetching the corpus into {d}{' (WITH_LARGE=1)' if self.large else ''} ...")
+        proc = subprocess.run(["bash", str(FETCH_SCRIPT), str(d)], env=env, capture_output=True, text=True)
+        self.log((proc.stdout + proc.stderr).strip()[-400:])
+        if proc.returncode == 0 and not (d / ".complete").exists():
+            (d / ".complete").write_text("ok\n")
+
+
+class Input:
+    """Something a case needs on disk; resolved (fetched, extracted, built) once."""
+
+    def resolve(self, run: Run) -> Any:
+        key = (type(self).__name__, repr(self))
+        if key not in run.resolved:
+            try:
+                run.resolved[key] = self._resolve(run)
+            except NotAvailable as exc:
+                run.resolved[key] = exc
+        value = run.resolved[key]
+        if isinstance(value, NotAvailable):
+            raise value
+        return value
+
+    def _resolve(self, run: Run) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def files(self, value: Any) -> list[Path]:
+        """The files to warm in the page cache before timing."""
+        return [Path(str(value))] if Path(str(value)).is_file() else []
+
+
+@dataclass(frozen=True)
+class Corpus(Input):
+    """A file of the corpus, by glob (``cupy_cuda12x-14.2.0-*.whl``)."""
+
+    pattern: str
+
+    def _resolve(self, run: Run) -> Path:
+        return run.corpus_file(self.pattern)
+
+
+def _extract_root(wheel: Path) -> Path:
+    return cache_dir() / "extract" / wheel.name
+
+
+@dataclass(frozen=True)
+class Member(Input):
+    """One member of a corpus wheel, extracted once into the cache."""
+
+    wheel: str
+    member: str
+    executable: bool = False
+
+    def _resolve(self, run: Run) -> Path:
+        whl = run.corpus_file(self.wheel)
+        out = _extract_root(whl) / self.member
+        if not out.exists():
+            run.log(f"extracting {self.member} from {whl.name} ...")
+            with zipfile.ZipFile(whl) as zf:
+                try:
+                    info = zf.getinfo(self.member)
+                except KeyError:
+                    raise NotAvailable(f"{whl.name} has no member {self.member}") from None
+                out.parent.mkdir(parents=True, exist_ok=True)
+                tmp = out.with_name(out.name + ".part")
+                with zf.open(info) as src, open(tmp, "wb") as dst:
+                    shutil.copyfileobj(src, dst, 1 << 20)
+                tmp.rename(out)
+        if self.executable:
+            out.chmod(0o755)
+        return out
+
+
+ELF_NAME = re.compile(r"\.so(\.\d+)*$")
+
+
+@dataclass(frozen=True)
+class ElfMembers(Input):
+    """Every ELF member (``*.so``, ``*.so.N``) of corpus wheels, extracted once.
+
+    Resolves to the folder that holds them (the wheel layouts side by side);
+    ``value.libdirs`` is the colon-joined list of folders that hold one, for
+    ``LD_LIBRARY_PATH``.
+    """
+
+    wheels: tuple[str, ...]
+
+    def _resolve(self, run: Run) -> "Tree":
+        digest = hashlib.sha256("\n".join(self.wheels).encode()).hexdigest()[:12]
+        root = cache_dir() / "elf-members" / digest
+        done = root / ".complete"
+        paths: list[Path] = []
+        if not done.exists():
+            for pattern in self.wheels:
+                whl = run.corpus_file(pattern)
+                run.log(f"extracting the ELF members of {whl.name} ...")
+                with zipfile.ZipFile(whl) as zf:
+                    for info in zf.infolist():
+                        if ELF_NAME.search(info.filename) and not info.is_dir():
+                            zf.extract(info, root)
+            done.write_text("\n".join(self.wheels) + "\n")
+        for dirpath, _dirs, names in os.walk(root):
+            paths += [Path(dirpath) / n for n in names if ELF_NAME.search(n)]
+        return Tree(root, sorted(paths))
+
+    def files(self, value: Any) -> list[Path]:
+        return list(value.paths)
+
+
+@dataclass(frozen=True)
+class Tree:
+    root: Path
+    paths: list[Path]
+
+    @property
+    def libdirs(self) -> str:
+        return ":".join(sorted({str(p.parent) for p in self.paths}))
+
+    def __str__(self) -> str:
+        return str(self.root)
+
+
+@dataclass(frozen=True)
+class Venv:
+    python: Path
+    site: Path
+
+    def __str__(self) -> str:
+        return str(self.python)
+
+
+@dataclass(frozen=True)
+class Environment(Input):
+    """A virtual environment in the cache with corpus wheels installed
+    (``pip install --no-deps --no-index``): what ``cuaudit env`` audits."""
+
+    wheels: tuple[str, ...]
+
+    def _resolve(self, run: Run) -> Venv:
+        wheels = [run.corpus_file(p) for p in self.wheels]
+        digest = hashlib.sha256("\n".join(w.name for w in wheels).encode()).hexdigest()[:12]
+        root = cache_dir() / "venv" / digest
+        python = root / "bin" / "python"
+        done = root / ".complete"
+        if not done.exists():
+            shutil.rmtree(root, ignore_errors=True)
+            run.log(f"building an environment of {len(wheels)} wheels in {root} (once) ...")
+            subprocess.run([PY, "-m", "venv", "--without-pip", str(root)], check=True)
+            proc = subprocess.run(
+                [PY, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index",
+                 "--no-compile", "--disable-pip-version-check", *map(str, wheels)],
+                capture_output=True, text=True,
+            )
+            if proc.returncode != 0:
+                raise NotAvailable(f"pip could not build the environment: {proc.stderr.strip()[-300:]}")
+            done.write_text("\n".join(w.name for w in wheels) + "\n")
+        site = next(iter(sorted((root / "lib").glob("python*/site-packages"))), None)
+        if site is None:
+            raise NotAvailable(f"{root} has no site-packages")
+        return Venv(python, site)
+
+    def files(self, value: Any) -> list[Path]:
+        return [Path(d) / n for d, _s, names in os.walk(value.site) for n in names]
+
+
+# -- commands and cases -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cmd:
+    """One command line of a case.  ``argv`` items are ``str.format`` templates
+    over the case's resolved inputs plus ``py`` (this interpreter), ``bench``
+    (the benchmarks folder) and ``fresh`` (a new empty folder for each run)."""
+
+    label: str
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+    #: return codes that mean "it worked" (cuaudit exits 1 when it has findings)
+    ok: tuple[int, ...] = (0,)
+    #: stdout's last line is a JSON summary ({"items": N, "bytes": N} or {"na": why})
+    summary: bool = False
+    #: why this command cannot run here (a missing tool or feature), or None
+    requires: Callable[[], str | None] | None = None
+    #: run once, unmeasured, before the repetitions (to fill a cache)
+    prepare: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Target:
+    """A goal from issue 8, checked on the medians of one run."""
+
+    kind: str  # seconds | over_floor | speedup | rate | peak_mb
+    value: float
+    peer: str = ""  # for speedup: label prefix of the peer
+
+    def describe(self) -> str:
+        return {
+            "seconds": f"cuaudit ≤ {self.value:g} s",
+            "over_floor": f"cuaudit ≤ {self.value:g}× floor",
+            "speedup": f"≥ {self.value:g}× faster than {self.peer}",
+            "rate": f"≥ {self.value:,.0f} items/s",
+            "peak_mb": f"peak < {self.value:g} MB",
+        }[self.kind]
+
+    def evaluate(self, result: "CaseResult") -> tuple[str, str]:
+        """(met | missed | n/a, the measured figure)."""
+        cu = result.cuaudit
+        if cu is None or cu.median is None:
+            return "n/a", "cuaudit did not run"
+        if self.kind == "seconds":
+            got, ok = cu.median, cu.median <= self.value
+            return _verdict(ok), f"{got:.2f} s"
+        if self.kind == "peak_mb":
+            return _verdict(cu.peak_mb <= self.value), f"{cu.peak_mb:.0f} MB"
+        if self.kind == "rate":
+            if not cu.items:
+                return "n/a", "no item count"
+            rate = cu.items / cu.median
+            return _verdict(rate >= self.value), f"{rate:,.0f}/s"
+        if self.kind == "over_floor":
+            fl = result.floor
+            if fl is None or not fl.median:
+                return "n/a", "no floor"
+            r = cu.median / fl.median
+            return _verdict(r <= self.value), f"{r:.2f}× floor"
+        if self.kind == "speedup":
+            peer = next((p for p in result.peers if p.label.startswith(self.peer) and p.median), None)
+            if peer is None:
+                return "n/a", f"{self.peer} did not run"
+            r = peer.median / cu.median
+            return _verdict(r >= self.value), f"{r:.2f}×"
+        raise ValueError(self.kind)
+
+
+def _verdict(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One benchmark: the same inputs for cuaudit, each peer and the floor."""
+
+    name: str
+    title: str
+    inputs: dict[str, Input]
+    cuaudit: Cmd
+    peers: tuple[Cmd, ...] = ()
+    floor: Cmd | None = None
+    #: part of --quick (small inputs) / of the full run
+    quick: bool = False
+    full: bool = True
+    #: what the item count of a summary counts (symbols, device-code entries)
+    unit: str = ""
+    targets: tuple[Target, ...] = ()
+    note: str = ""
+
+    def commands(self) -> list[tuple[str, Cmd]]:
+        out = [("cuaudit", self.cuaudit)] + [("peer", p) for p in self.peers]
+        if self.floor is not None:
+            out.append(("floor", self.floor))
+        return out
+
+
+# -- measuring ----------------------------------------------------------------------
+
+
+@dataclass
+class Sample:
+    wall: float
+    maxrss_mb: float  # ru_maxrss of the child (largest process of its tree)
+    tree_mb: float  # sampled peak of the tree's summed PSS
+    rc: int
+    summary: dict | None = None
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                out += [int(x) for x in fh.read().split()]
+        except OSError:
+            pass
+    return out
+
+
+def _pss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    try:  # no smaps_rollup: resident pages
+        with open(f"/proc/{pid}/statm") as fh:
+            return int(fh.read().split()[1]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _tree_pss_kb(root: int) -> int:
+    total, todo, seen = 0, [root], set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        total += _pss_kb(pid)
+        todo += _children(pid)
+    return total
+
+
+_HELPER: list[str | None] = []
+
+
+def rusage_helper() -> str | None:
+    """``rusage_exec`` compiled once with ``cc`` (None without a compiler:
+    then peak memory includes the harness's own RSS, and says so)."""
+    if _HELPER:
+        return _HELPER[0]
+    src = BENCH / "rusage_exec.c"
+    digest = hashlib.sha256(src.read_bytes()).hexdigest()[:12]
+    exe = cache_dir() / "bin" / f"rusage_exec-{digest}"
+    if not exe.exists():
+        cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+        if cc is not None:
+            exe.parent.mkdir(parents=True, exist_ok=True)
+            tmp = exe.with_name(exe.name + f".{os.getpid()}")
+            proc = subprocess.run([cc, "-O2", "-o", str(tmp), str(src)], capture_output=True, text=True)
+            if proc.returncode == 0:
+                tmp.rename(exe)
+    _HELPER.append(str(exe) if exe.exists() else None)
+    return _HELPER[0]
+
+
+def measure(argv: Sequence[str], env: dict[str, str], timeout: float, capture: bool) -> Sample:
+    """Run one command; its wall time, its peak memory, its return code."""
+    helper = rusage_helper()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.NamedTemporaryFile(prefix="rusage-") as rus:
+        full = [helper, rus.name, *argv] if helper else list(argv)
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(
+            full, stdin=subprocess.DEVNULL, stdout=out if capture else subprocess.DEVNULL, stderr=err,
+            env=env, start_new_session=True,
+        )
+        peak = [0]
+        stop = threading.Event()
+
+        def sample() -> None:
+            interval = 0.005
+            while not stop.wait(interval):
+                peak[0] = max(peak[0], _tree_pss_kb(proc.pid))
+                interval = min(0.05, interval * 1.5)
+                if time.perf_counter() - t0 > timeout:
+                    try:
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                    return
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        _pid, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        stop.set()
+        sampler.join()
+        proc.returncode = rc = os.waitstatus_to_exitcode(status)
+        maxrss_kb = usage.ru_maxrss
+        if helper:
+            reported = rus.read().split()
+            if len(reported) == 2:
+                maxrss_kb, rc = int(reported[0]), os.waitstatus_to_exitcode(int(reported[1]))
+        try:  # workers left behind by a killed or careless child
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        summary = None
+        if capture:
+            out.seek(0)
+            lines = out.read().decode(errors="replace").strip().splitlines()
+            if lines:
+                try:
+                    summary = json.loads(lines[-1])
+                except ValueError:
+                    summary = None
+        err.seek(0)
+        tail = err.read()[-600:].decode(errors="replace")
+    sample_ = Sample(wall, maxrss_kb / 1024, peak[0] / 1024, rc, summary)
+    sample_.stderr = tail  # type: ignore[attr-defined]
+    return sample_
+
+
+@dataclass
+class CmdResult:
+    role: str  # cuaudit | peer | floor
+    label: str
+    argv: list[str]
+    samples: list[Sample] = field(default_factory=list)
+    na: str | None = None  # why it did not run
+    failed: str | None = None  # why a run did not count
+
+    @property
+    def median(self) -> float | None:
+        if self.na or self.failed or not self.samples:
+            return None
+        return statistics.median(s.wall for s in self.samples)
+
+    @property
+    def peak_mb(self) -> float:
+        """Median over runs of max(largest process, summed PSS of the tree)."""
+        return statistics.median(max(s.maxrss_mb, s.tree_mb) for s in self.samples) if self.samples else 0.0
+
+    @property
+    def items(self) -> int | None:
+        for s in self.samples:
+            if s.summary and isinstance(s.summary.get("items"), int):
+                return s.summary["items"]
+        return None
+
+    @property
+    def bytes(self) -> int | None:
+        return self.summary_value("bytes")
+
+    def summary_value(self, key: str) -> int | None:
+        for s in self.samples:
+            if s.summary and isinstance(s.summary.get(key), int):
+                return s.summary[key]
+        return None
+
+    def to_json(self) -> dict:
+        return {
+            "role": self.role,
+            "label": self.label,
+            "argv": self.argv,
+            "na": self.na,
+            "failed": self.failed,
+            "median_s": self.median,
+            "peak_mb": round(self.peak_mb, 1) if self.samples else None,
+            "items": self.items,
+            "bytes": self.bytes,
+            "samples": [
+                {"wall_s": round(s.wall, 4), "maxrss_mb": round(s.maxrss_mb, 1), "tree_pss_mb": round(s.tree_mb, 1), "rc": s.rc}
+                for s in self.samples
+            ],
+        }
+
+
+@dataclass
+class CaseResult:
+    case: Case
+    na: str | None = None
+    commands: list[CmdResult] = field(default_factory=list)
+    input_bytes: int | None = None
+
+    @property
+    def cuaudit(self) -> CmdResult | None:
+        return next((c for c in self.commands if c.role == "cuaudit"), None)
+
+    @property
+    def peers(self) -> list[CmdResult]:
+        return [c for c in self.commands if c.role == "peer"]
+
+    @property
+    def floor(self) -> CmdResult | None:
+        return next((c for c in self.commands if c.role == "floor"), None)
+
+    def ratio(self, cmd: CmdResult) -> float | None:
+        cu = self.cuaudit
+        if cu is None or cu.median is None or cmd.median is None or cu.median == 0:
+            return None
+        return cmd.median / cu.median
+
+    def targets(self) -> list[dict]:
+        out = []
+        for t in self.case.targets:
+            status, got = t.evaluate(self)
+            out.append({"target": t.describe(), "status": status, "measured": got})
+        return out
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.case.name,
+            "title": self.case.title,
+            "na": self.na,
+            "unit": self.case.unit,
+            "input_bytes": self.input_bytes,
+            "commands": [
+                {**c.to_json(), "ratio_to_cuaudit": None if self.ratio(c) is None else round(self.ratio(c), 3)}
+                for c in self.commands
+            ],
+            "targets": self.targets(),
+            "note": self.case.note,
+        }
+
+
+class Runner:
+    """Runs cases: resolve inputs, warm the page cache, alternate the commands."""
+
+    def __init__(self, run: Run, repeat: int, timeout: float, work: Path) -> None:
+        self.run = run
+        self.repeat = repeat
+        self.timeout = timeout
+        self.work = work
+        # the same command line measured once per harness run, whichever case asks
+        self.memo: dict[tuple, CmdResult] = {}
+
+    def run_case(self, case: Case) -> CaseResult:
+        result = CaseResult(case)
+        values: dict[str, Any] = {}
+        try:
+            for key, inp in case.inputs.items():
+                values[key] = inp.resolve(self.run)
+        except NotAvailable as exc:
+            result.na = str(exc)
+            return result
+        except (OSError, subprocess.SubprocessError, zipfile.BadZipFile) as exc:
+            result.na = f"input not prepared: {exc}"
+            return result
+        files = [f for key, inp in case.inputs.items() for f in inp.files(values[key])]
+        result.input_bytes = sum(f.stat().st_size for f in files if f.exists())
+        _warm(files)
+        casework = self.work / case.name
+        casework.mkdir(parents=True, exist_ok=True)
+        fmt = {"py": PY, "bench": str(BENCH), "casework": str(casework), **values}
+        todo: list[tuple[CmdResult, Cmd, dict]] = []
+        for role, cmd in case.commands():
+            argv = [_fill(a, fmt, "{fresh}") for a in cmd.argv]
+            env = dict(os.environ)
+            env.update({k: _fill(v, fmt, "") for k, v in cmd.env})
+            key = (tuple(argv), cmd.env)
+            if key in self.memo:
+                memo = self.memo[key]
+                result.commands.append(dataclasses.replace(memo, role=role, label=cmd.label))
+                continue
+            cr = CmdResult(role, cmd.label, argv)
+            reason = cmd.requires() if cmd.requires else None
+            if reason:
+                cr.na = reason
+            elif cmd.prepare:
+                prep = measure([_fill(a, fmt, "") for a in cmd.prepare], env, self.timeout, capture=False)
+                if prep.rc not in cmd.ok:
+                    cr.failed = f"preparation exited {prep.rc}: {_last_line(prep)}"
+            result.commands.append(cr)
+            self.memo[key] = cr
+            if not cr.na and not cr.failed:
+                todo.append((cr, cmd, env))
+        for r in range(self.repeat):
+            k = r % len(todo) if todo else 0
+            for cr, cmd, env in todo[k:] + todo[:k]:
+                if cr.failed:
+                    continue
+                fresh = Path(tempfile.mkdtemp(prefix="fresh-", dir=self.work))
+                argv = [a.replace("{fresh}", str(fresh)) for a in cr.argv]
+                s = measure(argv, env, self.timeout, capture=cmd.summary)
+                shutil.rmtree(fresh, ignore_errors=True)
+                if s.summary and "na" in s.summary:
+                    cr.na = str(s.summary["na"])
+                elif s.rc not in cmd.ok:
+                    cr.failed = f"exit {s.rc}: {_last_line(s)}"
+                else:
+                    cr.samples.append(s)
+        return result
+
+
+_PLACEHOLDER = re.compile(r"\{(\w+)(?:\.(\w+))?\}")
+
+
+def _fill(template: str, values: dict, fresh: str) -> str:
+    """Replace ``{name}`` and ``{name.attr}`` of known names; anything else
+    (the braces of a ``python -c`` snippet) stays as written."""
+
+    def sub(m: re.Match) -> str:
+        name, attr = m.group(1), m.group(2)
+        if name == "fresh":
+            return fresh or m.group(0)
+        if name not in values:
+            return m.group(0)
+        value = values[name]
+        return str(getattr(value, attr) if attr else value)
+
+    return _PLACEHOLDER.sub(sub, template)
+
+
+def _last_line(s: Sample) -> str:
+    text = getattr(s, "stderr", "").strip()
+    return text.splitlines()[-1][:200] if text else "(no stderr)"
+
+
+def _warm(files: list[Path]) -> None:
+    """Read the inputs once so every command meets the same warm page cache."""
+    buf = bytearray(1 << 20)
+    for f in files:
+        try:
+            with open(f, "rb", buffering=0) as fh:
+                while fh.readinto(buf):
+                    pass
+        except OSError:
+            pass
+
+
+# -- scaling ----------------------------------------------------------------------
+
+
+def linear_fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, float]:
+    """Least squares y = a + b·x: (a, b, R²)."""
+    n = len(xs)
+    if n < 2:
+        return (ys[0] if ys else 0.0), 0.0, 0.0
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx == 0:
+        return my, 0.0, 0.0
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    a = my - b * mx
+    ss_tot = sum((y - my) ** 2 for y in ys)
+    ss_res = sum((y - a - b * x) ** 2 for x, y in zip(xs, ys))
+    return a, b, (1 - ss_res / ss_tot) if ss_tot else 1.0
+
+
+def scaling_summary(results: list[CaseResult]) -> dict:
+    """Time and memory against the bytes that must be read (the floor's count)."""
+    points = []
+    for r in results:
+        cu, fl = r.cuaudit, r.floor
+        if cu is None or cu.median is None:
+            points.append({"name": r.case.name, "na": r.na or cu and (cu.na or cu.failed) or "did not run"})
+            continue
+        read = fl.bytes if fl is not None else None
+        points.append({
+            "name": r.case.name,
+            "title": r.case.title,
+            "zip_mb": round((r.input_bytes or 0) / 2**20, 2),
+            "read_mb": None if read is None else round(read / 2**20, 2),
+            "cuaudit_s": round(cu.median, 4),
+            "floor_s": None if fl is None or fl.median is None else round(fl.median, 4),
+            "peak_mb": round(cu.peak_mb, 1),
+        })
+    ok = [p for p in points if p.get("read_mb") is not None]
+    xs = [p["read_mb"] for p in ok]
+    fit_t = linear_fit(xs, [p["cuaudit_s"] for p in ok])
+    fit_m = linear_fit(xs, [p["peak_mb"] for p in ok])
+    fit_f = linear_fit(xs, [p["floor_s"] for p in ok if p["floor_s"] is not None]) if all(
+        p["floor_s"] is not None for p in ok) else (0.0, 0.0, 0.0)
+    return {
+        "points": points,
+        "time_fit": {"constant_s": round(fit_t[0], 4), "ms_per_mb": round(fit_t[1] * 1000, 4), "r2": round(fit_t[2], 4)},
+        "floor_fit": {"constant_s": round(fit_f[0], 4), "ms_per_mb": round(fit_f[1] * 1000, 4), "r2": round(fit_f[2], 4)},
+        "memory_fit": {"constant_mb": round(fit_m[0], 1), "mb_per_mb": round(fit_m[1], 4), "r2": round(fit_m[2], 4)},
+    }
+
+
+# -- the machine -------------------------------------------------------------------
+
+
+def _first_line(argv: list[str]) -> str:
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return "not found"
+    text = (proc.stdout or proc.stderr).strip()
+    return text.splitlines()[0] if text else "not found"
+
+
+def _module_version(name: str) -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def machine_info(extra_tools: dict[str, list[str]]) -> dict:
+    cpu = ""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        cpu = next((l.split(":", 1)[1].strip() for l in out.splitlines() if l.startswith("Model name")), "")
+    except OSError:
+        pass
+    mem = ""
+    try:
+        with open("/proc/meminfo") as fh:
+            kb = int(next(l for l in fh if l.startswith("MemTotal")).split()[1])
+            mem = f"{kb / 2**20:.1f} GiB"
+    except (OSError, StopIteration, ValueError):
+        pass
+    gpu = _first_line(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"])
+    commit = _first_line(["git", "-C", str(REPO), "describe", "--always", "--dirty"])
+    versions = {
+        "python": platform.python_version(),
+        "cuaudit": f"{_module_version('cuaudit')} ({commit})",
+        "auditwheel": _module_version("auditwheel"),
+        "pyelftools": _module_version("pyelftools"),
+    }
+    for name, argv in extra_tools.items():
+        versions[name] = _first_line(argv)
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "cpu": cpu,
+        "nproc": os.cpu_count(),
+        "memory": mem,
+        "kernel": platform.release(),
+        "gpu": gpu if gpu != "not found" and "failed" not in gpu.lower() else "none",
+        "load_average": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "versions": versions,
+    }
+
+
+# -- tables -------------------------------------------------------------------------
+
+
+def _fmt_s(v: float | None) -> str:
+    if v is None:
+        return "—"
+    return f"{v:.3f}" if v < 10 else f"{v:.1f}"
+
+
+def case_rows(results: list[CaseResult]) -> list[list[str]]:
+    rows = []
+    for r in results:
+        if r.na:
+            rows.append([r.case.name, "—", "n/a", "", "", "", r.na])
+            continue
+        first = True
+        for c in r.commands:
+            name = r.case.name if first else ""
+            first = False
+            label = f"{'floor: ' if c.role == 'floor' else ''}{c.label}"
+            if c.na or c.failed:
+                rows.append([name, label, "n/a" if c.na else "failed", "", "", "", c.na or c.failed or ""])
+                continue
+            ratio = r.ratio(c)
+            extra = ""
+            if c.items:
+                extra = f"{c.items:,} {r.case.unit or 'items'}, {c.items / c.median:,.0f}/s"
+            elif c.bytes:
+                extra = f"{c.bytes / 2**20:,.1f} MB read, {c.bytes / 2**20 / c.median:,.0f} MB/s"
+            elif c.summary_value("files"):
+                extra = f"{c.summary_value('files'):,} files"
+            rows.append([
+                name, label, _fmt_s(c.median), f"{c.peak_mb:,.0f}",
+                "—" if ratio is None else f"{ratio:.2f}",
+                f"{len(c.samples)}", extra,
+            ])
+    return rows
+
+
+CASE_HEADER = ["case", "command", "median s", "peak MB", "× cuaudit", "runs", "notes"]
+
+
+def render_text(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    lines.append("  ".join("-" * w for w in widths))
+    for r in rows:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    return "\n".join(lines)
+
+
+def render_markdown(headers: list[str], rows: list[list[str]]) -> str:
+    esc = [[c.replace("|", "\\|") for c in r] for r in rows]
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in esc]
+    return "\n".join(out)
+
+
+def target_rows(results: list[CaseResult]) -> list[list[str]]:
+    rows = []
+    for r in results:
+        for t in r.targets():
+            rows.append([r.case.name, t["target"], t["measured"], t["status"]])
+    return rows
+
+
+TARGET_HEADER = ["case", "target", "measured", "status"]
+
+
+def scaling_rows(summary: dict) -> list[list[str]]:
+    rows = []
+    for p in summary["points"]:
+        if "na" in p:
+            rows.append([p["name"], "", "", "n/a", "", "", p["na"]])
+            continue
+        per_mb = "" if not p["read_mb"] else f"{p['cuaudit_s'] * 1000 / p['read_mb']:.2f}"
+        rows.append([
+            p["name"], f"{p['zip_mb']:.1f}", "—" if p["read_mb"] is None else f"{p['read_mb']:.1f}",
+            _fmt_s(p["cuaudit_s"]), _fmt_s(p["floor_s"]), f"{p['peak_mb']:.0f}", per_mb,
+        ])
+    return rows
+
+
+SCALING_HEADER = ["wheel", "zip MB", "read MB", "cuaudit s", "floor s", "peak MB", "ms/MB read"]
+
+
+def scaling_text(summary: dict) -> str:
+    t, f, m = summary["time_fit"], summary["floor_fit"], summary["memory_fit"]
+    return (
+        f"fit over MB read: cuaudit time = {t['constant_s']:.3f} s + {t['ms_per_mb']:.3f} ms/MB (R² {t['r2']:.3f}); "
+        f"floor = {f['constant_s']:.3f} s + {f['ms_per_mb']:.3f} ms/MB (R² {f['r2']:.3f}); "
+        f"peak memory = {m['constant_mb']:.0f} MB + {m['mb_per_mb']:.3f} MB/MB (R² {m['r2']:.3f})"
+    )
