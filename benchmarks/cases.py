@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import importlib.util
 import shutil
+import sys
+from pathlib import Path
 from typing import Callable
 
 from harness import Case, Cmd, Corpus, ElfMembers, Environment, Member, Target
@@ -50,7 +52,14 @@ def has_rules(prefix: str, what: str) -> Callable[[], str | None]:
 
 # -- command builders -------------------------------------------------------------------
 
-CUAUDIT = ("{py}", "-m", "cuaudit.cli")
+def console_script(name: str, module: str) -> tuple[str, ...]:
+    """The command users type (the console script beside this interpreter)."""
+    script = Path(sys.executable).parent / name
+    return (str(script),) if script.exists() else ("{py}", "-m", module)
+
+
+CUAUDIT = console_script("cuaudit", "cuaudit.cli")
+AUDITWHEEL_CMD = console_script("auditwheel", "auditwheel")
 
 
 def check(*extra: str, label: str = "cuaudit check", requires=None) -> Cmd:
@@ -58,7 +67,7 @@ def check(*extra: str, label: str = "cuaudit check", requires=None) -> Cmd:
                requires=requires)
 
 
-AUDITWHEEL = Cmd("auditwheel show", ("{py}", "-m", "auditwheel", "show", "{wheel}"), ok=(0, 1),
+AUDITWHEEL = Cmd("auditwheel show", (*AUDITWHEEL_CMD, "show", "{wheel}"), ok=(0, 1),
                  requires=has_module("auditwheel", "auditwheel (pip install -e '.[bench]')"))
 
 
@@ -112,9 +121,16 @@ print(json.dumps({"items": n} if isinstance(n, int) else {}))
 """
 
 
+#: a line of cuobjdump's --list-elf --list-ptx listing (cuaudit archs -f cuobjdump prints the same)
+LISTING_LINE = r"^(ELF|PTX) file +\d+: "
+#: a named, non-section symbol line of readelf --dyn-syms -W
+READELF_SYMBOL = r"^ *\d+: [0-9a-f]+ +(0x[0-9a-f]+|\d+) +(?!SECTION)[A-Z_]+ +[A-Z_]+ +[A-Z_]+ +\S+ +\S"
+
+
 def devicecode_cmd() -> Cmd:
     if has_module("cuaudit.commands.archs")() is None:
-        return Cmd("cuaudit archs", (*CUAUDIT, "archs", "{lib}"), ok=(0, 1))
+        return Cmd("cuaudit archs", (*CUAUDIT, "archs", "--no-cache", "-f", "cuobjdump", "{lib}"), ok=(0, 1),
+                   count=LISTING_LINE)
     return Cmd("cuaudit.facts.fatbin", ("{py}", "-c", DEVICECODE_CUAUDIT, "{lib}"), summary=True)
 
 
@@ -125,7 +141,8 @@ def dynsym_case(name: str, title: str, lib: Member, **kw) -> Case:
         peers=(
             Cmd("pyelftools", ("{py}", "-c", DYNSYM_PYELFTOOLS, "{lib}"), summary=True,
                 requires=has_module("elftools", "pyelftools")),
-            Cmd("readelf --dyn-syms -W", ("readelf", "--dyn-syms", "-W", "{lib}"), requires=has_tool("readelf")),
+            Cmd("readelf --dyn-syms -W", ("readelf", "--dyn-syms", "-W", "{lib}"), count=READELF_SYMBOL,
+                requires=has_tool("readelf")),
         ),
         floor=Cmd("read .dynsym+.dynstr+versions", ("{py}", "{bench}/floors.py", "sections", "{lib}", ".dynsym",
                                                   ".dynstr", ".gnu.version", ".gnu.version_r", ".gnu.version_d"),
@@ -141,7 +158,8 @@ def devicecode_case(name: str, title: str, lib: Member, **kw) -> Case:
     return Case(
         name, title, {"lib": lib, "cuobjdump": CUOBJDUMP},
         cuaudit=devicecode_cmd(),
-        peers=(Cmd("cuobjdump --list-elf --list-ptx", ("{cuobjdump}", "--list-elf", "--list-ptx", "{lib}")),),
+        peers=(Cmd("cuobjdump --list-elf --list-ptx", ("{cuobjdump}", "--list-elf", "--list-ptx", "{lib}"),
+                   count=LISTING_LINE),),
         floor=Cmd("read .nv_fatbin", ("{py}", "{bench}/floors.py", "sections", "{lib}", ".nv_fatbin"), summary=True),
         unit="entries", **kw,
     )
@@ -230,6 +248,11 @@ CHECK_CASES: list[Case] = [
 ]
 
 CASES: list[Case] = [
+    Case("startup", "start-up: the constant in every row", {},
+         cuaudit=Cmd("cuaudit --version", (*CUAUDIT, "--version")),
+         peers=(Cmd("auditwheel --version", (*AUDITWHEEL_CMD, "--version"),
+                    requires=has_module("auditwheel", "auditwheel (pip install -e '.[bench]')")),),
+         floor=Cmd("python -c pass", ("{py}", "-c", "pass")), quick=True),
     *CHECK_CASES,
     dynsym_case("dynsym-libcudart", "dynamic symbols of libcudart.so.11.0 (0.7 MB)",
                 Member("nvidia_cuda_runtime_cu11-11.8.89-*.whl", "nvidia/cuda_runtime/lib/libcudart.so.11.0"),

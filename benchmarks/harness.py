@@ -265,6 +265,8 @@ class Cmd:
     ok: tuple[int, ...] = (0,)
     #: stdout's last line is a JSON summary ({"items": N, "bytes": N} or {"na": why})
     summary: bool = False
+    #: or: the item count is the number of stdout lines matching this pattern
+    count: str | None = None
     #: why this command cannot run here (a missing tool or feature), or None
     requires: Callable[[], str | None] | None = None
     #: run once, unmeasured, before the repetitions (to fill a cache)
@@ -424,7 +426,8 @@ def rusage_helper() -> str | None:
     return _HELPER[0]
 
 
-def measure(argv: Sequence[str], env: dict[str, str], timeout: float, capture: bool) -> Sample:
+def measure(argv: Sequence[str], env: dict[str, str], timeout: float, capture: bool,
+            count: str | None = None) -> Sample:
     """Run one command; its wall time, its peak memory, its return code."""
     helper = rusage_helper()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
@@ -432,7 +435,7 @@ def measure(argv: Sequence[str], env: dict[str, str], timeout: float, capture: b
         full = [helper, rus.name, *argv] if helper else list(argv)
         t0 = time.perf_counter()
         proc = subprocess.Popen(
-            full, stdin=subprocess.DEVNULL, stdout=out if capture else subprocess.DEVNULL, stderr=err,
+            full, stdin=subprocess.DEVNULL, stdout=out if capture or count else subprocess.DEVNULL, stderr=err,
             env=env, start_new_session=True,
         )
         peak = [0]
@@ -475,6 +478,10 @@ def measure(argv: Sequence[str], env: dict[str, str], timeout: float, capture: b
                     summary = json.loads(lines[-1])
                 except ValueError:
                     summary = None
+        elif count:
+            out.seek(0)
+            pattern = re.compile(count.encode())
+            summary = {"items": sum(1 for line in out if pattern.search(line))}
         err.seek(0)
         tail = err.read()[-600:].decode(errors="replace")
     sample_ = Sample(wall, maxrss_kb / 1024, peak[0] / 1024, rc, summary)
@@ -643,7 +650,7 @@ class Runner:
                     continue
                 fresh = Path(tempfile.mkdtemp(prefix="fresh-", dir=self.work))
                 argv = [a.replace("{fresh}", str(fresh)) for a in cr.argv]
-                s = measure(argv, env, self.timeout, capture=cmd.summary)
+                s = measure(argv, env, self.timeout, capture=cmd.summary, count=cmd.count)
                 shutil.rmtree(fresh, ignore_errors=True)
                 if s.summary and "na" in s.summary:
                     cr.na = str(s.summary["na"])

@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     by_name = {r.case.name: r for r in results}
     scaling = scaling_summary([by_name[n] for n in SCALING if n in by_name])
     doc = {
-        "mode": "quick" if args.quick else ("selected" if args.cases else "full"),
+        "mode": ("selected cases" if args.cases else "quick" if args.quick else "full"),
         "repeat": repeat,
         "machine": info,
         "note": args.note,

@@ -1,0 +1,160 @@
+"""The benchmark harness keeps working: its quick mode runs end to end on the
+small corpus inputs and produces every row with numbers.  No timing
+thresholds here (timings belong to benchmarks/RESULTS.md): these tests
+assert the shape of the table and that what is measured is measured right.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+BENCH = REPO / "benchmarks"
+sys.path.insert(0, str(BENCH))
+
+import harness  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def bench_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("bench-cache")
+
+
+# -- the measuring itself -----------------------------------------------------------
+
+
+def test_peak_memory_is_the_commands_own(monkeypatch: pytest.MonkeyPatch, bench_cache: Path) -> None:
+    """A command that touches 200 MB reports at least that; a tiny one reports
+    far less than the harness's own interpreter (ru_maxrss survives exec, so a
+    naive wait4 would report the harness's RSS for `true`)."""
+    monkeypatch.setenv("CUAUDIT_BENCH_CACHE", str(bench_cache))
+    big = harness.measure([sys.executable, "-c", "b = bytearray(200 * 2**20); b[::4096] = b'x' * len(b[::4096])"],
+                          dict(os.environ), 60, capture=False)
+    assert big.rc == 0
+    assert big.maxrss_mb >= 200
+    small = harness.measure(["true"], dict(os.environ), 60, capture=False)
+    assert small.rc == 0
+    if harness.rusage_helper() is not None:
+        assert small.maxrss_mb < 8, small.maxrss_mb
+
+
+def test_tree_memory_counts_worker_processes(monkeypatch: pytest.MonkeyPatch, bench_cache: Path) -> None:
+    """Two children holding 150 MB each at the same time: the tree's summed
+    PSS sees both, the largest single process only one."""
+    monkeypatch.setenv("CUAUDIT_BENCH_CACHE", str(bench_cache))
+    code = (
+        "import subprocess, sys\n"
+        "child = 'import time; b = bytearray(150 * 2**20); b[::4096] = b\"x\" * len(b[::4096]); time.sleep(1.0)'\n"
+        "ps = [subprocess.Popen([sys.executable, '-c', child]) for _ in range(2)]\n"
+        "[p.wait() for p in ps]\n"
+    )
+    s = harness.measure([sys.executable, "-c", code], dict(os.environ), 60, capture=False)
+    assert s.rc == 0
+    assert 150 <= s.maxrss_mb < 290
+    assert s.tree_mb >= 290
+
+
+def test_return_code_and_summary_are_read() -> None:
+    s = harness.measure([sys.executable, "-c", "import json; print('noise'); print(json.dumps({'items': 7}))"],
+                        dict(os.environ), 60, capture=True)
+    assert (s.rc, s.summary) == (0, {"items": 7})
+    s = harness.measure([sys.executable, "-c", "raise SystemExit(3)"], dict(os.environ), 60, capture=False)
+    assert s.rc == 3
+
+
+def test_linear_fit_recovers_slope_and_constant() -> None:
+    a, b, r2 = harness.linear_fit([1, 2, 4, 8], [0.3 + 0.002 * x for x in (1, 2, 4, 8)])
+    assert a == pytest.approx(0.3)
+    assert b == pytest.approx(0.002)
+    assert r2 == pytest.approx(1.0)
+
+
+def test_placeholders_leave_snippet_braces_alone() -> None:
+    values = {"lib": "/x/libfoo.so", "elf": harness.Tree(Path("/t"), [Path("/t/a/lib1.so"), Path("/t/b/lib2.so")])}
+    assert harness._fill('print(json.dumps({"na": f"{exc}"})) {lib}', values, "") == \
+        'print(json.dumps({"na": f"{exc}"})) /x/libfoo.so'
+    assert harness._fill("{elf.libdirs}", values, "") == "/t/a:/t/b"
+    assert harness._fill("--cache-dir={fresh}", values, "/tmp/f1") == "--cache-dir=/tmp/f1"
+
+
+def test_write_results_replaces_only_its_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import run
+
+    results = tmp_path / "RESULTS.md"
+    results.write_text("# R\n\nhand-written analysis\n\n<!-- BEGIN GENERATED: cpu -->\nold\n<!-- END GENERATED: cpu -->\n"
+                       "\n## GPU\n\nkept\n")
+    monkeypatch.setattr(run, "RESULTS", results)
+    run.write_results("cpu", "new table")
+    run.write_results("gpu", "gpu table")
+    text = results.read_text()
+    assert "old" not in text and "new table" in text
+    assert "hand-written analysis" in text and "kept" in text
+    assert text.index("new table") < text.index("## GPU") < text.index("gpu table")
+
+
+# -- the quick mode, end to end --------------------------------------------------------
+
+
+@pytest.mark.corpus
+def test_quick_mode_produces_every_row(corpus: Path, bench_cache: Path, tmp_path: Path) -> None:
+    out = tmp_path / "quick.json"
+    env = dict(os.environ, CUAUDIT_CORPUS=str(corpus), CUAUDIT_BENCH_CACHE=str(bench_cache))
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "run.py"), "--quick", "--repeat", "1", "--json", str(out)],
+        capture_output=True, text=True, env=env, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(out.read_text())
+    import cases
+
+    expected = [c.name for c in cases.CASES if c.quick]
+    assert [c["name"] for c in doc["cases"]] == expected
+    # every family of issue 8 has a quick row
+    for prefix in ("startup", "check-", "dynsym-", "overlink-", "devicecode-", "capi-", "env-small-cold",
+                   "env-small-cached"):
+        assert any(n.startswith(prefix) for n in expected), prefix
+    for case in doc["cases"]:
+        assert case["na"] is None, (case["name"], case["na"])
+        roles = [c["role"] for c in case["commands"]]
+        assert roles[0] == "cuaudit" and roles.count("cuaudit") == 1
+        for cmd in case["commands"]:
+            where = f"{case['name']}: {cmd['label']}"
+            assert cmd["failed"] is None, where + f" failed: {cmd['failed']}"
+            if cmd["na"] is not None:
+                # only features still being written may be missing, and tools this machine lacks
+                assert "not present" in cmd["na"] or "not installed" in cmd["na"], where + f": {cmd['na']}"
+                continue
+            assert cmd["median_s"] > 0, where
+            assert cmd["peak_mb"] > 0, where
+            assert len(cmd["samples"]) == 1, where
+            if cmd["role"] != "cuaudit" and case["commands"][0]["median_s"]:
+                assert cmd["ratio_to_cuaudit"] == pytest.approx(cmd["median_s"] / case["commands"][0]["median_s"],
+                                                                rel=1e-2)
+    by_name = {c["name"]: c for c in doc["cases"]}
+    # the plain-Python floors report what they read
+    inflate = next(c for c in by_name["check-rmm"]["commands"] if c["role"] == "floor")
+    assert inflate["bytes"] > 5 * 2**20  # rmm's ELF members inflate to ~5.6 MB
+    # the peers users run today really ran (the bench extra is part of the test extra)
+    assert any(c["label"] == "auditwheel show" and c["median_s"] for c in by_name["check-rmm"]["commands"])
+    pyelf = next(c for c in by_name["dynsym-libcudart"]["commands"] if c["label"] == "pyelftools")
+    assert pyelf["items"] > 100  # libcudart.so.11.0's named dynamic symbols
+    # the full check always exists: cuaudit numbers, not n/a
+    assert by_name["check-rmm"]["commands"][0]["median_s"] > 0
+    assert by_name["env-small-cached"]["commands"][0]["median_s"] > 0
+    # scaling: one point per small wheel, with the bytes read, and a fit
+    points = doc["scaling"]["points"]
+    assert [p["name"] for p in points] == ["check-fastrlock", "check-cudart-cu11", "check-rmm"]
+    assert all(p["read_mb"] > 0 and p["cuaudit_s"] > 0 for p in points)
+    assert set(doc["scaling"]["time_fit"]) == {"constant_s", "ms_per_mb", "r2"}
+    # the printed table has a row per case and the machine/versions header
+    for name in expected:
+        assert name in proc.stdout
+    assert "median s" in proc.stdout and "peak MB" in proc.stdout and "auditwheel" in proc.stdout
+    assert doc["machine"]["nproc"] and doc["machine"]["versions"]["cuaudit"].startswith("0.")
