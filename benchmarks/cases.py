@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from harness import Case, Cmd, Corpus, ElfMembers, Environment, Member, Target
+from harness import Case, Cmd, Corpus, ElfMembers, Environment, Interpreter, Member, Target
 
 # -- what this machine and this cuaudit have -----------------------------------------
 
@@ -278,6 +278,10 @@ CASES: list[Case] = [
     *env_cases("env-large", "env of a full CUDA Python environment (torch, cupy, cuda-bindings, rmm, "
                "CUDA 11 and 12 libraries)", LARGE_ENV,
                cold_targets=(Target("seconds", 10),), cached_targets=(Target("seconds", 1),)),
+    # an environment that exists already: the GPU machine's CUDA Python stack
+    # (CUAUDIT_BENCH_PYTHON=/path/to/python; see scripts/device/bench_env.sh)
+    *env_cases("env-here", "env of $CUAUDIT_BENCH_PYTHON's environment", Interpreter("CUAUDIT_BENCH_PYTHON"),
+               cold_targets=(Target("seconds", 10),), cached_targets=(Target("seconds", 1),), full=False),
 ]
 
 #: the cases whose cuaudit time and memory are plotted against the bytes read

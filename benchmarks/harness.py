@@ -16,7 +16,6 @@ machine noise and cache warmth hit all of them alike.
 from __future__ import annotations
 
 import dataclasses
-import glob
 import hashlib
 import json
 import os
@@ -148,7 +147,7 @@ class Member(Input):
                 except KeyError:
                     raise NotAvailable(f"{whl.name} has no member {self.member}") from None
                 out.parent.mkdir(parents=True, exist_ok=True)
-                tmp = out.with_name(out.name + ".part")
+                tmp = out.with_name(f"{out.name}.{os.getpid()}.part")  # concurrent harness runs
                 with zf.open(info) as src, open(tmp, "wb") as dst:
                     shutil.copyfileobj(src, dst, 1 << 20)
                 tmp.rename(out)
@@ -174,17 +173,21 @@ class ElfMembers(Input):
     def _resolve(self, run: Run) -> "Tree":
         digest = hashlib.sha256("\n".join(self.wheels).encode()).hexdigest()[:12]
         root = cache_dir() / "elf-members" / digest
-        done = root / ".complete"
         paths: list[Path] = []
-        if not done.exists():
+        if not root.exists():
+            tmp = root.with_name(f"{digest}.{os.getpid()}.part")
             for pattern in self.wheels:
                 whl = run.corpus_file(pattern)
                 run.log(f"extracting the ELF members of {whl.name} ...")
                 with zipfile.ZipFile(whl) as zf:
                     for info in zf.infolist():
                         if ELF_NAME.search(info.filename) and not info.is_dir():
-                            zf.extract(info, root)
-            done.write_text("\n".join(self.wheels) + "\n")
+                            zf.extract(info, tmp)
+            (tmp / ".complete").write_text("\n".join(self.wheels) + "\n")
+            try:
+                tmp.rename(root)
+            except OSError:  # another run finished first
+                shutil.rmtree(tmp, ignore_errors=True)
         for dirpath, _dirs, names in os.walk(root):
             paths += [Path(dirpath) / n for n in names if ELF_NAME.search(n)]
         return Tree(root, sorted(paths))
@@ -226,24 +229,59 @@ class Environment(Input):
         wheels = [run.corpus_file(p) for p in self.wheels]
         digest = hashlib.sha256("\n".join(w.name for w in wheels).encode()).hexdigest()[:12]
         root = cache_dir() / "venv" / digest
-        python = root / "bin" / "python"
-        done = root / ".complete"
-        if not done.exists():
-            shutil.rmtree(root, ignore_errors=True)
-            run.log(f"building an environment of {len(wheels)} wheels in {root} (once) ...")
-            subprocess.run([PY, "-m", "venv", "--without-pip", str(root)], check=True)
-            proc = subprocess.run(
-                [PY, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index",
-                 "--no-compile", "--disable-pip-version-check", *map(str, wheels)],
-                capture_output=True, text=True,
-            )
-            if proc.returncode != 0:
-                raise NotAvailable(f"pip could not build the environment: {proc.stderr.strip()[-300:]}")
-            done.write_text("\n".join(w.name for w in wheels) + "\n")
+        if not root.exists():
+            # built beside and renamed when complete, under a lock so that
+            # concurrent harness runs build it once (console scripts keep the
+            # build path in their shebang; nothing here runs them)
+            root.parent.mkdir(parents=True, exist_ok=True)
+            import fcntl
+
+            with open(root.parent / f"{digest}.lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                if not root.exists():
+                    self._build(run, wheels, root.with_name(digest + ".building"), root)
         site = next(iter(sorted((root / "lib").glob("python*/site-packages"))), None)
         if site is None:
             raise NotAvailable(f"{root} has no site-packages")
-        return Venv(python, site)
+        return Venv(root / "bin" / "python", site)
+
+    def _build(self, run: Run, wheels: list[Path], tmp: Path, root: Path) -> None:
+        shutil.rmtree(tmp, ignore_errors=True)
+        run.log(f"building an environment of {len(wheels)} wheels in {root} (once) ...")
+        subprocess.run([PY, "-m", "venv", "--without-pip", str(tmp)], check=True)
+        proc = subprocess.run(
+            [PY, "-m", "pip", "--python", str(tmp / "bin" / "python"), "install", "-q", "--no-deps", "--no-index",
+             "--no-compile", "--disable-pip-version-check", *map(str, wheels)],
+            capture_output=True, text=True,
+        )
+        if proc.returncode != 0:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise NotAvailable(f"pip could not build the environment: {proc.stderr.strip()[-300:]}")
+        (tmp / "wheels.txt").write_text("\n".join(w.name for w in wheels) + "\n")
+        tmp.rename(root)
+
+    def files(self, value: Any) -> list[Path]:
+        return [Path(d) / n for d, _s, names in os.walk(value.site) for n in names]
+
+
+@dataclass(frozen=True)
+class Interpreter(Input):
+    """An existing environment, named by its ``python`` in an environment
+    variable (e.g. the full CUDA stack of a GPU machine); n/a when unset."""
+
+    variable: str
+
+    def _resolve(self, run: Run) -> Venv:
+        python = os.environ.get(self.variable)
+        if not python:
+            raise NotAvailable(f"set {self.variable}=/path/to/python to measure an existing environment")
+        proc = subprocess.run(
+            [python, "-S", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True, text=True,
+        )
+        if proc.returncode != 0 or not proc.stdout.strip():
+            raise NotAvailable(f"{python} does not run: {proc.stderr.strip()[-200:]}")
+        return Venv(Path(python), Path(proc.stdout.strip()))
 
     def files(self, value: Any) -> list[Path]:
         return [Path(d) / n for d, _s, names in os.walk(value.site) for n in names]

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
-import os
 import re
 import shutil
 import sys
@@ -82,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.list:
         for c in CASES:
-            mode = "quick+full" if c.quick and c.full else "quick" if c.quick else "full"
+            mode = "quick+full" if c.quick and c.full else "quick" if c.quick else "full" if c.full else "on request"
             print(f"{c.name:<28} {mode:<10} {c.title}")
         return 0
     cases = select(CASES, args.quick, args.cases)
