@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from harness import Case, Cmd, Corpus, ElfMembers, Environment, Interpreter, Member, Target
+from harness import Case, Cmd, Corpus, CorpusFiles, ElfMembers, Environment, Interpreter, Member, Target
 
 # -- what this machine and this cuaudit have -----------------------------------------
 
@@ -71,9 +71,9 @@ AUDITWHEEL = Cmd("auditwheel show", (*AUDITWHEEL_CMD, "show", "{wheel}"), ok=(0,
                  requires=has_module("auditwheel", "auditwheel (pip install -e '.[bench]')"))
 
 
-def inflate_floor(kinds: str = "elf,python,metadata") -> Cmd:
-    return Cmd(f"inflate {kinds.replace(',', '+')} (zlib)", ("{py}", "{bench}/floors.py", "inflate", "{wheel}",
-                                                           "--kinds", kinds), summary=True)
+def inflate_floor(kinds: str = "elf,python,metadata", *wheels: str) -> Cmd:
+    return Cmd(f"inflate {kinds.replace(',', '+')} (zlib)",
+               ("{py}", "{bench}/floors.py", "inflate", *(wheels or ("{wheel}",)), "--kinds", kinds), summary=True)
 
 
 #: cuaudit's own ELF reader on one file (the module lands with the linkage work).
@@ -171,16 +171,19 @@ def check_case(name: str, title: str, wheel: str, *, auditwheel: bool = True, **
 
 
 def overlink_case(name: str, title: str, wheel: str, libs: tuple[str, ...], **kw) -> Case:
+    """Over-linking of one wheel's modules; ``libs`` are the wheels that
+    provide the libraries they need (both tools read their export tables)."""
     return Case(
-        name, title, {"wheel": Corpus(wheel), "elf": ElfMembers((wheel,) + libs)},
-        cuaudit=check("--select", "CU2", label="cuaudit check --select CU2",
-                      requires=has_rules("CU2", "over-linking")),
-        # ldd needs the files on disk: the wheel is extracted once beforehand and
-        # that unzip is not counted (in the peer's favour).
+        name, title, {"wheel": Corpus(wheel), "libs": CorpusFiles(libs), "elf": ElfMembers((wheel,) + libs)},
+        cuaudit=Cmd("cuaudit check --select CU2",
+                    (*CUAUDIT, "check", "--no-cache", "--color", "never", "-q", "--select", "CU2", "{wheel}", "{libs}"),
+                    ok=(0, 1), requires=has_rules("CU2", "over-linking")),
+        # ldd needs the files on disk: the wheels are extracted once beforehand
+        # and that unzip is not counted (in the peer's favour).
         peers=(Cmd("ldd -u -r (extracted)", ("sh", "-c", 'find "$1" -type f -name "*.so*" -print0 | xargs -0 ldd -u -r',
                                               "sh", "{elf}"),
                    env=(("LD_LIBRARY_PATH", "{elf.libdirs}"),), ok=(0, 1, 123), requires=has_tool("ldd")),),
-        floor=inflate_floor("elf"), **kw,
+        floor=inflate_floor("elf", "{wheel}", "{libs}"), **kw,
     )
 
 

@@ -4,7 +4,7 @@ Each mode is one single pass over exactly the bytes the analysis cannot avoid,
 run as its own process (like every command of the harness), printing a JSON
 summary line ``{"bytes": N, "files": M}``:
 
-- ``inflate WHEEL [--kinds elf,python,metadata]``: inflate every member of
+- ``inflate WHEEL... [--kinds elf,python,metadata]``: inflate every member of
   those kinds completely with zipfile/zlib.  A deflate stream cannot be
   entered in the middle, and the dynamic string table of a big library sits
   near its end (``libtorch_cuda.so``), so the whole member must be inflated.
@@ -46,20 +46,21 @@ def kind(path: str) -> str:
     return "other"
 
 
-def inflate(wheel: str, kinds: set[str]) -> dict:
+def inflate(wheels: list[str], kinds: set[str]) -> dict:
     total = members = 0
     buf = bytearray(CHUNK)
-    with zipfile.ZipFile(wheel) as zf:
-        for info in zf.infolist():
-            if info.is_dir() or kind(info.filename) not in kinds:
-                continue
-            with zf.open(info) as fh:
-                while True:
-                    n = fh.readinto(buf)
-                    if not n:
-                        break
-                    total += n
-            members += 1
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as zf:
+            for info in zf.infolist():
+                if info.is_dir() or kind(info.filename) not in kinds:
+                    continue
+                with zf.open(info) as fh:
+                    while True:
+                        n = fh.readinto(buf)
+                        if not n:
+                            break
+                        total += n
+                members += 1
     return {"bytes": total, "files": members}
 
 
@@ -125,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="mode", required=True)
     a = sub.add_parser("inflate")
-    a.add_argument("wheel")
+    a.add_argument("wheels", nargs="+")
     a.add_argument("--kinds", default="elf,python,metadata")
     s = sub.add_parser("sections")
     s.add_argument("file")
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("root")
     args = p.parse_args(argv)
     if args.mode == "inflate":
-        out = inflate(args.wheel, set(args.kinds.split(",")))
+        out = inflate(args.wheels, set(args.kinds.split(",")))
     elif args.mode == "sections":
         out = sections(args.file, set(args.names))
     elif args.mode == "read-tree":

@@ -129,6 +129,19 @@ def _extract_root(wheel: Path) -> Path:
 
 
 @dataclass(frozen=True)
+class CorpusFiles(Input):
+    """Several corpus files; ``"{name}"`` as a whole argument expands to all of them."""
+
+    patterns: tuple[str, ...]
+
+    def _resolve(self, run: Run) -> list[Path]:
+        return [run.corpus_file(p) for p in self.patterns]
+
+    def files(self, value: Any) -> list[Path]:
+        return list(value)
+
+
+@dataclass(frozen=True)
 class Member(Input):
     """One member of a corpus wheel, extracted once into the cache."""
 
@@ -173,24 +186,24 @@ class ElfMembers(Input):
     def _resolve(self, run: Run) -> "Tree":
         digest = hashlib.sha256("\n".join(self.wheels).encode()).hexdigest()[:12]
         root = cache_dir() / "elf-members" / digest
-        paths: list[Path] = []
+        wheels = [run.corpus_file(pattern) for pattern in self.wheels]
         if not root.exists():
             tmp = root.with_name(f"{digest}.{os.getpid()}.part")
-            for pattern in self.wheels:
-                whl = run.corpus_file(pattern)
+            for whl in wheels:
                 run.log(f"extracting the ELF members of {whl.name} ...")
                 with zipfile.ZipFile(whl) as zf:
                     for info in zf.infolist():
                         if ELF_NAME.search(info.filename) and not info.is_dir():
-                            zf.extract(info, tmp)
-            (tmp / ".complete").write_text("\n".join(self.wheels) + "\n")
+                            zf.extract(info, tmp / whl.name)
             try:
                 tmp.rename(root)
             except OSError:  # another run finished first
                 shutil.rmtree(tmp, ignore_errors=True)
+        paths: list[Path] = []
         for dirpath, _dirs, names in os.walk(root):
             paths += [Path(dirpath) / n for n in names if ELF_NAME.search(n)]
-        return Tree(root, sorted(paths))
+        # the first wheel is the one analysed; the others provide libraries
+        return Tree(root / wheels[0].name, sorted(paths))
 
     def files(self, value: Any) -> list[Path]:
         return list(value.paths)
@@ -661,7 +674,7 @@ class Runner:
         fmt = {"py": PY, "bench": str(BENCH), "casework": str(casework), **values}
         todo: list[tuple[CmdResult, Cmd, dict]] = []
         for role, cmd in case.commands():
-            argv = [_fill(a, fmt, "{fresh}") for a in cmd.argv]
+            argv = _expand(cmd.argv, fmt)
             env = dict(os.environ)
             env.update({k: _fill(v, fmt, "") for k, v in cmd.env})
             key = (tuple(argv), cmd.env)
@@ -700,6 +713,17 @@ class Runner:
 
 
 _PLACEHOLDER = re.compile(r"\{(\w+)(?:\.(\w+))?\}")
+
+
+def _expand(argv: Sequence[str], values: dict) -> list[str]:
+    out: list[str] = []
+    for a in argv:
+        m = _PLACEHOLDER.fullmatch(a)
+        if m and not m.group(2) and isinstance(values.get(m.group(1)), (list, tuple)):
+            out += [str(v) for v in values[m.group(1)]]
+        else:
+            out.append(_fill(a, values, "{fresh}"))
+    return out
 
 
 def _fill(template: str, values: dict, fresh: str) -> str:

@@ -24,6 +24,7 @@ must be done in plain Python for the same answer (``floors.py``).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import fnmatch
 import json
 import re
@@ -72,9 +73,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        import cuaudit  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("cuaudit") is None:
         print(f"run.py: cuaudit is not importable from {sys.executable}; use the project's venv", file=sys.stderr)
         return 2
     from cases import CASES, SCALING, TOOLS
