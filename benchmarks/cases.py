@@ -88,6 +88,33 @@ facts = read_elf_file(sys.argv[1])
 print(json.dumps({"items": len(facts.imports) + len(facts.exports)}))
 """
 
+#: the same reader streaming a member out of the wheel (no extraction, one pass)
+DYNSYM_CUAUDIT_STREAM = r"""
+import json, sys, zipfile
+try:
+    from cuaudit.facts.elf import read_elf_stream
+except ImportError as exc:
+    print(json.dumps({"na": f"feature not present (cuaudit.facts.elf: {exc})"}))
+    raise SystemExit(0)
+zf = zipfile.ZipFile(sys.argv[1])
+info = zf.getinfo(sys.argv[2])
+facts = read_elf_stream(lambda: zf.open(info), info.file_size, sys.argv[2])
+print(json.dumps({"items": len(facts.imports) + len(facts.exports)}))
+"""
+
+#: what a user does with pyelftools for a wheel member: read it into memory
+DYNSYM_PYELFTOOLS_STREAM = r"""
+import io, json, sys, zipfile
+from elftools.elf.elffile import ELFFile
+n = 0
+data = zipfile.ZipFile(sys.argv[1]).read(sys.argv[2])
+for sym in ELFFile(io.BytesIO(data)).get_section_by_name(".dynsym").iter_symbols():
+    if sym.name and sym["st_info"]["type"] != "STT_SECTION":
+        n += 1
+        imported = sym["st_shndx"] == "SHN_UNDEF"
+print(json.dumps({"items": n}))
+"""
+
 #: what a pyelftools script does for the same answer: every dynamic symbol's
 #: name, and whether it is defined (export) or not (import).
 DYNSYM_PYELFTOOLS = r"""
@@ -262,6 +289,16 @@ CASES: list[Case] = [
                 quick=True),
     dynsym_case("dynsym-libtorch_cpu", "dynamic symbols of libtorch_cpu.so (410 MB)",
                 Member(TORCH, "torch/lib/libtorch_cpu.so"), targets=(Target("rate", 1e6),)),
+    Case("dynsym-libtorch_cpu-wheel", "dynamic symbols of libtorch_cpu.so streamed from the torch wheel",
+         {"wheel": Corpus(TORCH)},
+         cuaudit=Cmd("cuaudit.facts.elf (streamed)", ("{py}", "-c", DYNSYM_CUAUDIT_STREAM, "{wheel}",
+                                                     "torch/lib/libtorch_cpu.so"), summary=True),
+         peers=(Cmd("pyelftools (member read into memory)", ("{py}", "-c", DYNSYM_PYELFTOOLS_STREAM, "{wheel}",
+                                                             "torch/lib/libtorch_cpu.so"), summary=True,
+                    requires=has_module("elftools", "pyelftools")),),
+         floor=Cmd("inflate the member (zlib)", ("{py}", "{bench}/floors.py", "inflate", "{wheel}", "--member",
+                                                 "torch/lib/libtorch_cpu.so"), summary=True),
+         unit="symbols", targets=(Target("over_floor", 1.3),)),
     overlink_case("overlink-rmm", "over-linking of rmm-cu12 24.12.0 (8 modules)", "rmm_cu12-24.12.0-*.whl", (),
                   quick=True),
     overlink_case("overlink-cupy-cuda11x-12.3", "over-linking of cupy-cuda11x 12.3.0 (66 modules, CUDA 11 libs)",

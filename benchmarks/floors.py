@@ -4,7 +4,7 @@ Each mode is one single pass over exactly the bytes the analysis cannot avoid,
 run as its own process (like every command of the harness), printing a JSON
 summary line ``{"bytes": N, "files": M}``:
 
-- ``inflate WHEEL... [--kinds elf,python,metadata]``: inflate every member of
+- ``inflate WHEEL... [--kinds elf,python,metadata] [--member NAME]``: inflate every member of
   those kinds completely with zipfile/zlib.  A deflate stream cannot be
   entered in the middle, and the dynamic string table of a big library sits
   near its end (``libtorch_cuda.so``), so the whole member must be inflated.
@@ -46,13 +46,13 @@ def kind(path: str) -> str:
     return "other"
 
 
-def inflate(wheels: list[str], kinds: set[str]) -> dict:
+def inflate(wheels: list[str], kinds: set[str], member: str | None = None) -> dict:
     total = members = 0
     buf = bytearray(CHUNK)
     for wheel in wheels:
         with zipfile.ZipFile(wheel) as zf:
             for info in zf.infolist():
-                if info.is_dir() or kind(info.filename) not in kinds:
+                if info.is_dir() or (info.filename != member if member else kind(info.filename) not in kinds):
                     continue
                 with zf.open(info) as fh:
                     while True:
@@ -128,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     a = sub.add_parser("inflate")
     a.add_argument("wheels", nargs="+")
     a.add_argument("--kinds", default="elf,python,metadata")
+    a.add_argument("--member", help="only this member")
     s = sub.add_parser("sections")
     s.add_argument("file")
     s.add_argument("names", nargs="+")
@@ -138,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("root")
     args = p.parse_args(argv)
     if args.mode == "inflate":
-        out = inflate(args.wheels, set(args.kinds.split(",")))
+        out = inflate(args.wheels, set(args.kinds.split(",")), args.member)
     elif args.mode == "sections":
         out = sections(args.file, set(args.names))
     elif args.mode == "read-tree":

@@ -410,6 +410,7 @@ class Sample:
     tree_mb: float  # sampled peak of the tree's summed PSS
     rc: int
     summary: dict | None = None
+    cpu: float = 0.0  # user + system seconds of the command and its waited-for children
 
 
 def _children(pid: int) -> list[int]:
@@ -532,10 +533,11 @@ def measure(argv: Sequence[str], env: dict[str, str], timeout: float, capture: b
         elif count:
             out.seek(0)
             pattern = re.compile(count.encode())
-            summary = {"items": sum(1 for line in out if pattern.search(line))}
+            matched = [line.strip() for line in out if pattern.search(line)]
+            summary = {"items": len(matched), "digest": hashlib.sha1(b"\n".join(matched)).hexdigest()}
         err.seek(0)
         tail = err.read()[-600:].decode(errors="replace")
-    sample_ = Sample(wall, maxrss_kb / 1024, peak[0] / 1024, rc, summary)
+    sample_ = Sample(wall, maxrss_kb / 1024, peak[0] / 1024, rc, summary, usage.ru_utime + usage.ru_stime)
     sample_.stderr = tail  # type: ignore[attr-defined]
     return sample_
 
@@ -554,6 +556,19 @@ class CmdResult:
         if self.na or self.failed or not self.samples:
             return None
         return statistics.median(s.wall for s in self.samples)
+
+    @property
+    def cpu(self) -> float | None:
+        if self.median is None:
+            return None
+        return statistics.median(s.cpu for s in self.samples)
+
+    @property
+    def digest(self) -> str | None:
+        for s in self.samples:
+            if s.summary and isinstance(s.summary.get("digest"), str):
+                return s.summary["digest"]
+        return None
 
     @property
     def peak_mb(self) -> float:
@@ -585,11 +600,13 @@ class CmdResult:
             "na": self.na,
             "failed": self.failed,
             "median_s": self.median,
+            "cpu_s": None if self.cpu is None else round(self.cpu, 4),
+            "digest": self.digest,
             "peak_mb": round(self.peak_mb, 1) if self.samples else None,
             "items": self.items,
             "bytes": self.bytes,
             "samples": [
-                {"wall_s": round(s.wall, 4), "maxrss_mb": round(s.maxrss_mb, 1), "tree_pss_mb": round(s.tree_mb, 1), "rc": s.rc}
+                {"wall_s": round(s.wall, 4), "cpu_s": round(s.cpu, 4), "maxrss_mb": round(s.maxrss_mb, 1), "tree_pss_mb": round(s.tree_mb, 1), "rc": s.rc}
                 for s in self.samples
             ],
         }
@@ -880,7 +897,7 @@ def case_rows(results: list[CaseResult]) -> list[list[str]]:
     rows = []
     for r in results:
         if r.na:
-            rows.append([r.case.name, "—", "n/a", "", "", "", r.na])
+            rows.append([r.case.name, "—", "n/a", "", "", "", "", r.na])
             continue
         first = True
         for c in r.commands:
@@ -888,7 +905,7 @@ def case_rows(results: list[CaseResult]) -> list[list[str]]:
             first = False
             label = f"{'floor: ' if c.role == 'floor' else ''}{c.label}"
             if c.na or c.failed:
-                rows.append([name, label, "n/a" if c.na else "failed", "", "", "", c.na or c.failed or ""])
+                rows.append([name, label, "n/a" if c.na else "failed", "", "", "", "", c.na or c.failed or ""])
                 continue
             ratio = r.ratio(c)
             extra = ""
@@ -898,15 +915,18 @@ def case_rows(results: list[CaseResult]) -> list[list[str]]:
                 extra = f"{c.bytes / 2**20:,.1f} MB read, {c.bytes / 2**20 / c.median:,.0f} MB/s"
             elif c.summary_value("files"):
                 extra = f"{c.summary_value('files'):,} files"
+            cu = r.cuaudit
+            if c.role == "peer" and c.digest and cu is not None and cu.digest:
+                extra += "; same listing as cuaudit" if c.digest == cu.digest else "; listing DIFFERS from cuaudit's"
             rows.append([
-                name, label, _fmt_s(c.median), f"{c.peak_mb:,.0f}",
+                name, label, _fmt_s(c.median), _fmt_s(c.cpu), f"{c.peak_mb:,.0f}",
                 "—" if ratio is None else f"{ratio:.2f}",
                 f"{len(c.samples)}", extra,
             ])
     return rows
 
 
-CASE_HEADER = ["case", "command", "median s", "peak MB", "× cuaudit", "runs", "notes"]
+CASE_HEADER = ["case", "command", "median s", "cpu s", "peak MB", "× cuaudit", "runs", "notes"]
 
 
 def render_text(headers: list[str], rows: list[list[str]]) -> str:
