@@ -62,9 +62,12 @@ CUAUDIT = console_script("cuaudit", "cuaudit.cli")
 AUDITWHEEL_CMD = console_script("auditwheel", "auditwheel")
 
 
+#: a cold audit that ignores any project configuration, without colours or progress
+CHECK_FLAGS = ("--no-cache", "--isolated", "--color", "never", "-q")
+
+
 def check(*extra: str, label: str = "cuaudit check", requires=None) -> Cmd:
-    return Cmd(label, (*CUAUDIT, "check", "--no-cache", "--color", "never", "-q", *extra, "{wheel}"), ok=(0, 1),
-               requires=requires)
+    return Cmd(label, (*CUAUDIT, "check", *CHECK_FLAGS, *extra, "{wheel}"), ok=(0, 1), requires=requires)
 
 
 AUDITWHEEL = Cmd("auditwheel show", (*AUDITWHEEL_CMD, "show", "{wheel}"), ok=(0, 1),
@@ -203,7 +206,7 @@ def overlink_case(name: str, title: str, wheel: str, libs: tuple[str, ...], **kw
     return Case(
         name, title, {"wheel": Corpus(wheel), "libs": CorpusFiles(libs), "elf": ElfMembers((wheel,) + libs)},
         cuaudit=Cmd("cuaudit check --select CU2",
-                    (*CUAUDIT, "check", "--no-cache", "--color", "never", "-q", "--select", "CU2", "{wheel}", "{libs}"),
+                    (*CUAUDIT, "check", *CHECK_FLAGS, "--select", "CU2", "{wheel}", "{libs}"),
                     ok=(0, 1), requires=has_rules("CU2", "over-linking")),
         # ldd needs the files on disk: the wheels are extracted once beforehand
         # and that unzip is not counted (in the peer's favour).
@@ -224,7 +227,7 @@ def capi_case(name: str, title: str, wheel: str, **kw) -> Case:
 
 
 def env_cases(name: str, title: str, env: Environment, *, cold_targets=(), cached_targets=(), **kw) -> list[Case]:
-    base = (*CUAUDIT, "env", "--python", "{env}", "--color", "never", "-q")
+    base = (*CUAUDIT, "env", "--python", "{env}", "--isolated", "--color", "never", "-q")
     cached = (*base, "--cache-dir", "{casework}/facts")
     return [
         Case(f"{name}-cold", f"{title}, no fact cache", {"env": env},

@@ -479,7 +479,7 @@ def rusage_helper() -> str | None:
 
 
 def measure(argv: Sequence[str], env: dict[str, str], timeout: float, capture: bool,
-            count: str | None = None) -> Sample:
+            count: str | None = None, cwd: str | None = None) -> Sample:
     """Run one command; its wall time, its peak memory, its return code."""
     helper = rusage_helper()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
@@ -488,7 +488,7 @@ def measure(argv: Sequence[str], env: dict[str, str], timeout: float, capture: b
         t0 = time.perf_counter()
         proc = subprocess.Popen(
             full, stdin=subprocess.DEVNULL, stdout=out if capture or count else subprocess.DEVNULL, stderr=err,
-            env=env, start_new_session=True,
+            env=env, start_new_session=True, cwd=cwd,
         )
         peak = [0]
         stop = threading.Event()
@@ -606,7 +606,8 @@ class CmdResult:
             "items": self.items,
             "bytes": self.bytes,
             "samples": [
-                {"wall_s": round(s.wall, 4), "cpu_s": round(s.cpu, 4), "maxrss_mb": round(s.maxrss_mb, 1), "tree_pss_mb": round(s.tree_mb, 1), "rc": s.rc}
+                {"wall_s": round(s.wall, 4), "cpu_s": round(s.cpu, 4), "maxrss_mb": round(s.maxrss_mb, 1),
+                 "tree_pss_mb": round(s.tree_mb, 1), "rc": s.rc}
                 for s in self.samples
             ],
         }
@@ -704,7 +705,7 @@ class Runner:
             if reason:
                 cr.na = reason
             elif cmd.prepare:
-                prep = measure([_fill(a, fmt, "") for a in cmd.prepare], env, self.timeout, capture=False)
+                prep = measure(_expand(cmd.prepare, fmt), env, self.timeout, capture=False, cwd=str(casework))
                 if prep.rc not in cmd.ok:
                     cr.failed = f"preparation exited {prep.rc}: {_last_line(prep)}"
             result.commands.append(cr)
@@ -718,7 +719,8 @@ class Runner:
                     continue
                 fresh = Path(tempfile.mkdtemp(prefix="fresh-", dir=self.work))
                 argv = [a.replace("{fresh}", str(fresh)) for a in cr.argv]
-                s = measure(argv, env, self.timeout, capture=cmd.summary, count=cmd.count)
+                # in a neutral folder: no project configuration, no local modules
+                s = measure(argv, env, self.timeout, capture=cmd.summary, count=cmd.count, cwd=str(fresh))
                 shutil.rmtree(fresh, ignore_errors=True)
                 if s.summary and "na" in s.summary:
                     cr.na = str(s.summary["na"])
@@ -795,6 +797,10 @@ def linear_fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, 
     return a, b, (1 - ss_res / ss_tot) if ss_tot else 1.0
 
 
+def _fit_json(fit: tuple[float, float, float]) -> dict:
+    return {"constant_s": round(fit[0], 4), "ms_per_mb": round(fit[1] * 1000, 4), "r2": round(fit[2], 4)}
+
+
 def scaling_summary(results: list[CaseResult]) -> dict:
     """Time and memory against the bytes that must be read (the floor's count)."""
     points = []
@@ -821,8 +827,8 @@ def scaling_summary(results: list[CaseResult]) -> dict:
         p["floor_s"] is not None for p in ok) else (0.0, 0.0, 0.0)
     return {
         "points": points,
-        "time_fit": {"constant_s": round(fit_t[0], 4), "ms_per_mb": round(fit_t[1] * 1000, 4), "r2": round(fit_t[2], 4)},
-        "floor_fit": {"constant_s": round(fit_f[0], 4), "ms_per_mb": round(fit_f[1] * 1000, 4), "r2": round(fit_f[2], 4)},
+        "time_fit": _fit_json(fit_t),
+        "floor_fit": _fit_json(fit_f),
         "memory_fit": {"constant_mb": round(fit_m[0], 1), "mb_per_mb": round(fit_m[1], 4), "r2": round(fit_m[2], 4)},
     }
 

@@ -57,8 +57,8 @@ def select(cases: list[Case], quick: bool, names: str | None) -> list[Case]:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog=__doc__.split("\n\n", 1)[1])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="small inputs only (seconds; what CI runs)")
     p.add_argument("--cases", help="comma-separated case names or globs (default: every case of the mode)")
     p.add_argument("--repeat", type=int, help="runs of each command (default 3; 2 with --quick)")
