@@ -81,55 +81,61 @@ def inflate_floor(kinds: str = "elf,python,metadata", *wheels: str) -> Cmd:
 
 #: cuaudit's own ELF reader on one file (the module lands with the linkage work).
 DYNSYM_CUAUDIT = r"""
-import json, sys
+import json, sys, time
 try:
     from cuaudit.facts.elf import read_elf_file
 except ImportError as exc:
     print(json.dumps({"na": f"feature not present (cuaudit.facts.elf: {exc})"}))
     raise SystemExit(0)
+t = time.perf_counter()
 facts = read_elf_file(sys.argv[1])
-print(json.dumps({"items": len(facts.imports) + len(facts.exports)}))
+t = time.perf_counter() - t
+print(json.dumps({"items": len(facts.imports) + len(facts.exports), "seconds": t}))
 """
 
 #: the same reader streaming a member out of the wheel (no extraction, one pass)
 DYNSYM_CUAUDIT_STREAM = r"""
-import json, sys, zipfile
+import json, sys, time, zipfile
 try:
     from cuaudit.facts.elf import read_elf_stream
 except ImportError as exc:
     print(json.dumps({"na": f"feature not present (cuaudit.facts.elf: {exc})"}))
     raise SystemExit(0)
+t = time.perf_counter()
 zf = zipfile.ZipFile(sys.argv[1])
 info = zf.getinfo(sys.argv[2])
 facts = read_elf_stream(lambda: zf.open(info), info.file_size, sys.argv[2])
-print(json.dumps({"items": len(facts.imports) + len(facts.exports)}))
+t = time.perf_counter() - t
+print(json.dumps({"items": len(facts.imports) + len(facts.exports), "seconds": t}))
 """
 
 #: what a user does with pyelftools for a wheel member: read it into memory
 DYNSYM_PYELFTOOLS_STREAM = r"""
-import io, json, sys, zipfile
+import io, json, sys, time, zipfile
 from elftools.elf.elffile import ELFFile
 n = 0
+t = time.perf_counter()
 data = zipfile.ZipFile(sys.argv[1]).read(sys.argv[2])
 for sym in ELFFile(io.BytesIO(data)).get_section_by_name(".dynsym").iter_symbols():
     if sym.name and sym["st_info"]["type"] != "STT_SECTION":
         n += 1
         imported = sym["st_shndx"] == "SHN_UNDEF"
-print(json.dumps({"items": n}))
+print(json.dumps({"items": n, "seconds": time.perf_counter() - t}))
 """
 
 #: what a pyelftools script does for the same answer: every dynamic symbol's
 #: name, and whether it is defined (export) or not (import).
 DYNSYM_PYELFTOOLS = r"""
-import json, sys
+import json, sys, time
 from elftools.elf.elffile import ELFFile
 n = 0
+t = time.perf_counter()
 with open(sys.argv[1], "rb") as fh:
     for sym in ELFFile(fh).get_section_by_name(".dynsym").iter_symbols():
         if sym.name and sym["st_info"]["type"] != "STT_SECTION":
             n += 1
             imported = sym["st_shndx"] == "SHN_UNDEF"
-print(json.dumps({"items": n}))
+print(json.dumps({"items": n, "seconds": time.perf_counter() - t}))
 """
 
 #: the device-code reader, when ``cuaudit archs`` is not there yet
