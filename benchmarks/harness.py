@@ -735,7 +735,8 @@ class Runner:
                 if s.summary and "na" in s.summary:
                     cr.na = str(s.summary["na"])
                 elif s.rc not in cmd.ok:
-                    cr.failed = f"exit {s.rc}: {_last_line(s)}"
+                    timed_out = s.wall >= self.timeout
+                    cr.failed = f"timed out after {self.timeout:.0f} s" if timed_out else f"exit {s.rc}: {_last_line(s)}"
                 else:
                     cr.samples.append(s)
         return result
