@@ -158,3 +158,40 @@ def test_quick_mode_produces_every_row(corpus: Path, bench_cache: Path, tmp_path
         assert name in proc.stdout
     assert "median s" in proc.stdout and "peak MB" in proc.stdout and "auditwheel" in proc.stdout
     assert doc["machine"]["nproc"] and doc["machine"]["versions"]["cuaudit"].startswith("0.")
+
+
+def test_runner_alternates_and_reports_failures_and_missing_tools(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A case built inline: cuaudit works, one peer fails, one is missing, the
+    floor works; the failing peer is never timed, the missing one is n/a."""
+    monkeypatch.setenv("CUAUDIT_BENCH_CACHE", str(tmp_path / "cache"))
+    log = tmp_path / "order.log"
+    snippet = "import json, sys; open(sys.argv[1], 'a').write(sys.argv[2] + '\\n'); print(json.dumps({'items': 10}))"
+    case = harness.Case(
+        "inline", "inline case", {},
+        cuaudit=harness.Cmd("cu", ("{py}", "-c", snippet, str(log), "cu"), summary=True),
+        peers=(
+            harness.Cmd("peer", ("{py}", "-c", snippet, str(log), "peer"), summary=True),
+            harness.Cmd("broken", ("{py}", "-c", "import sys; sys.exit('boom')")),
+            harness.Cmd("absent", ("nonexistent-tool",), requires=lambda: "nonexistent-tool not installed"),
+        ),
+        floor=harness.Cmd("floor", ("{py}", "-c", snippet, str(log), "floor"), summary=True),
+        targets=(harness.Target("seconds", 1e6), harness.Target("speedup", 1e6, "peer")),
+    )
+    run = harness.Run(large=False, log=lambda _m: None)
+    work = tmp_path / "work"
+    work.mkdir()
+    result = harness.Runner(run, repeat=3, timeout=60, work=work).run_case(case)
+    by_label = {c.label: c for c in result.commands}
+    assert [c.role for c in result.commands] == ["cuaudit", "peer", "peer", "peer", "floor"]
+    assert len(by_label["cu"].samples) == 3 and by_label["cu"].items == 10
+    assert by_label["broken"].failed and "boom" in by_label["broken"].failed and not by_label["broken"].samples
+    assert by_label["absent"].na == "nonexistent-tool not installed" and by_label["absent"].median is None
+    assert result.ratio(by_label["peer"]) == pytest.approx(by_label["peer"].median / by_label["cu"].median)
+    # alternating, the order rotated each repetition
+    order = log.read_text().split()
+    assert order == ["cu", "peer", "floor", "peer", "floor", "cu", "floor", "cu", "peer"]
+    assert [t["status"] for t in result.targets()] == ["met", "MISSED"]
+    rows = harness.case_rows([result])
+    assert [r[1] for r in rows] == ["cu", "peer", "broken", "absent", "floor: floor"]
+    assert rows[2][2] == "failed" and rows[3][2] == "n/a"
