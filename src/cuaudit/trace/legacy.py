@@ -197,16 +197,16 @@ def result_type(ops: Sequence[Operand]) -> np.dtype:
     return ret
 
 
-def can_cast_operand(op: Operand, to: np.dtype, value_based: bool) -> bool:
-    """NumPy 1.26 ``PyArray_CanCastArrayTo`` with safe casting (value-based for 0-d operands)."""
-    if np.can_cast(op.dtype, to, "safe"):
+def can_cast_operand(op: Operand, to: np.dtype, value_based: bool, casting: str = "safe") -> bool:
+    """NumPy 1.26 ``PyArray_CanCastArrayTo`` (value-based for 0-d operands)."""
+    if casting == "unsafe" or np.can_cast(op.dtype, to, casting):
         return True
     if not (value_based and op.zero_d) or op.dtype.kind not in _KIND_ORDER or op.value is None:
         return False
     dt, small = min_scalar_type(op)
     if small and to.kind != "u":
         dt = _to_signed(dt)
-    return bool(np.can_cast(dt, to, "safe"))
+    return bool(np.can_cast(dt, to, casting))
 
 
 def _numeric_loops(ufunc: np.ufunc) -> list[str]:
@@ -261,13 +261,13 @@ def ufunc_outcome(ufunc: np.ufunc, ops: Sequence[Operand]) -> Outcome:
     return Outcome(dtype=dt)
 
 
-def can_cast_outcome(from_: Operand, to: np.dtype) -> Outcome:
+def can_cast_outcome(from_: Operand, to: np.dtype, casting: str = "safe") -> Outcome:
     """NumPy 1.26 ``np.can_cast(from_, to)`` (safe casting): value-based for Python and NumPy scalars."""
     if from_.dtype.kind == "O":
         return Outcome(value=to.kind == "O")
     if from_.dtype.kind not in _KIND_ORDER:
         return Outcome(error="unmodelled")
-    return Outcome(value=can_cast_operand(from_, to, value_based=True))
+    return Outcome(value=can_cast_operand(from_, to, value_based=True, casting=casting))
 
 
 def result_type_outcome(ops: Sequence[Operand]) -> Outcome:
