@@ -144,6 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             os.environ["PYTHONPATH"] = os.pathsep.join(pp)
         else:
             os.environ.pop("PYTHONPATH", None)
+    runtime.install_builtins()
     install(include)
     status = {"exit": 0, "exception": None}
     written = {"done": False}

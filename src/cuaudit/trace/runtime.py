@@ -150,7 +150,8 @@ def _describe(x: Any) -> str:
         text = repr(x)
         return f"Python {type(x).__name__} {text if len(text) <= 24 else text[:21] + '...'}"
     if isinstance(x, _generic):
-        return f"{type(x).__name__}({x!r})" if len(repr(x)) <= 30 else f"{x.dtype} scalar"
+        text = f"np.{type(x).__name__}({x.item()!r})"
+        return text if len(text) <= 40 else f"np.{type(x).__name__} scalar"
     dtype = getattr(x, "dtype", None)
     ndim = getattr(x, "ndim", None)
     kind = "CuPy array" if _is_cupy(x) else "array"
@@ -286,6 +287,14 @@ def _result_type(site: int, f: Any, args: tuple, kwargs: dict) -> Any:
 def hooks() -> dict[str, Any]:
     """The names rewritten code refers to (put into each traced module's globals)."""
     return {"__cu_binop": binop, "__cu_iop": iop, "__cu_iattr": iattr, "__cu_iitem": iitem, "__cu_call": call}
+
+
+def install_builtins() -> None:
+    """Make the hooks visible to every rewritten module (pytest's exec included) via builtins."""
+    import builtins
+
+    for name, fn in hooks().items():
+        setattr(builtins, name, fn)
 
 
 def snapshot() -> dict[str, Any]:
