@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from typing import Any
 
 from cuaudit.commands._common import add_audit_options, config_from_args, emit
 
@@ -88,8 +89,16 @@ def execute(args: argparse.Namespace) -> int:
         started = time.perf_counter()
         try:
             # the program's own output goes to stderr when the report goes to stdout
-            stdout = None if args.output else sys.stderr
-            proc = subprocess.run(cmd, env=env, timeout=timeout, stdout=stdout)
+            stdout: Any = None
+            if not args.output:
+                try:
+                    stdout = sys.stderr.fileno()
+                except (OSError, ValueError, AttributeError):
+                    stdout = subprocess.PIPE  # stderr is not a file (captured): relay the output
+            proc = subprocess.run(cmd, env=env, timeout=timeout, stdout=stdout,
+                                  stderr=subprocess.PIPE if stdout is subprocess.PIPE else None)
+            if stdout is subprocess.PIPE:
+                sys.stderr.write(proc.stdout.decode("utf-8", "replace") + proc.stderr.decode("utf-8", "replace"))
             outcome = f"exit status {proc.returncode}"
         except subprocess.TimeoutExpired:
             outcome = f"stopped after {timeout:.0f}s (timeout)"

@@ -58,6 +58,7 @@ _INT_RANGE = {
 _FLOAT_LIMIT = {"float16": 65000.0, "float32": 3.4e38}
 _ARITH = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%",
           ast.Pow: "**", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<", ast.RShift: ">>"}
+_BITWISE = {"&", "|", "^", "<<", ">>"}
 _SCALAR_CONSTANTS = {"numpy.pi", "numpy.e", "numpy.inf", "numpy.nan", "numpy.euler_gamma", "math.pi", "math.e",
                      "math.tau", "math.inf", "math.nan", "cupy.pi", "cupy.e", "cupy.inf", "cupy.nan"}
 #: callables that take their operands positionally inside a fused kernel (CuPy ufuncs)
@@ -516,6 +517,8 @@ class _Analysis:
                     *, inplace: bool) -> None:
         if op == "/" and _kind(left.dtype) in "biu" and _kind(right.dtype) in "biu":
             return  # integer true division is float64 in both worlds
+        if op.rstrip("=") in _BITWISE and (_kind(left.dtype) in "fc" or _kind(right.dtype) in "fc"):
+            return  # no inexact bitwise loops: an error in both worlds
         for a, b, bnode in ((left, right, rnode), (right, left, lnode)):
             if a.category in ("array", "npscalar") and b.category == "pyscalar":
                 self.check_weak(node, op, a, b, bnode, inplace, left is a)
@@ -540,6 +543,10 @@ class _Analysis:
         if ka in "iu" and kb == "i" and not isinstance(v, bool):
             lo, hi = _INT_RANGE[a.dtype]
             if not lo <= v <= hi:
+                legacy_dt = _legacy_int_array(a.dtype, v) if a.category == "array" else promote(
+                    a.dtype, "int64" if -(2**63) <= v < 2**63 else "uint64")
+                if op.rstrip("=") in _BITWISE and _kind(legacy_dt) not in "iu":
+                    return  # NumPy 1.x had no loop for the promoted dtype either: an error in both
                 if a.category == "array" and not inplace:
                     legacy = f"{_legacy_int_array(a.dtype, v)} result"
                 elif a.category == "array":
