@@ -236,8 +236,8 @@ class _Analysis:
             return None
         return ".".join([base, *reversed(parts)])
 
-    def collect_imports(self, tree: ast.Module) -> None:
-        for node in ast.walk(tree):
+    def collect_imports(self, nodes: Iterable[ast.AST]) -> None:
+        for node in nodes:
             if isinstance(node, ast.Import):
                 for a in node.names:
                     if a.asname:
@@ -328,13 +328,13 @@ class _Analysis:
         return None
 
     # -- scopes ---------------------------------------------------------------------------
-    def scope_bindings(self, body: Iterable[ast.stmt], params: set[str], outer_scalars: dict[str, Any],
+    def scope_bindings(self, nodes: Iterable[ast.AST], params: set[str], outer_scalars: dict[str, Any],
                        outer_env: dict[str, _Typed]) -> tuple[dict[str, Any], dict[str, _Typed]]:
         """Names bound exactly once in a scope (not parameters) to a scalar or a known-dtype value."""
         counts: dict[str, int] = {}
         single: dict[str, ast.AST] = {}
         augmented: set[str] = set()
-        for node in _walk_scope(body):
+        for node in nodes:
             targets: list[ast.AST] = []
             if isinstance(node, ast.Assign):
                 targets = node.targets
@@ -385,43 +385,42 @@ class _Analysis:
 
     # -- the checks -------------------------------------------------------------------------------
     def run(self, tree: ast.Module) -> None:
-        self.collect_imports(tree)
-        self.module_scalars, self.module_types = self.scope_bindings(tree.body, set(), {}, {})
-        fused_by_call = self.fused_by_call(tree)
-        self.visit_scope(tree.body, self.module_scalars, self.module_types, fused_by_call)
+        scopes = _build_scopes(tree)
+        all_nodes = [n for sc in scopes for n in sc.nodes]
+        self.collect_imports(all_nodes)
+        fused_names = self.fused_by_call(all_nodes)
+        derived: list[tuple[dict[str, Any], dict[str, _Typed]]] = []
+        for sc in scopes:
+            parent = sc.parent
+            while parent >= 0 and isinstance(scopes[parent].owner, ast.ClassDef):
+                parent = scopes[parent].parent  # class attributes are not visible in methods
+            outer = derived[parent] if parent >= 0 and sc.parent >= 0 else ({}, {})
+            scalars, env = self.scope_bindings(sc.nodes, sc.params, outer[0], outer[1])
+            derived.append((scalars, env))
+            owner = sc.owner
+            if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+                owner.name in fused_names or any(self.is_fuse(d) for d in owner.decorator_list)
+            ):
+                self.check_kernel(owner, sc.params, scalars)
+            for node in sc.nodes:
+                if isinstance(node, (ast.Call, ast.BinOp, ast.AugAssign)):
+                    self.check_node(node, scalars, env)
+        self.module_scalars, self.module_types = derived[0]
 
     def is_fuse(self, node: ast.AST) -> bool:
         target = node.func if isinstance(node, ast.Call) else node
         return self.qualname(target) in ("cupy.fuse", "cupyx.fuse")
 
-    def fused_by_call(self, tree: ast.Module) -> set[str]:
+    def fused_by_call(self, nodes: Iterable[ast.AST]) -> set[str]:
         """Functions made kernels by a call: ``k = cp.fuse(f)``, ``cp.fuse(kernel_name='k')(f)``."""
         out: set[str] = set()
-        for node in ast.walk(tree):
+        for node in nodes:
             if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Name):
                 if (self.is_fuse(node.func) and not isinstance(node.func, ast.Call)) or (
                     isinstance(node.func, ast.Call) and self.is_fuse(node.func)
                 ):
                     out.add(node.args[0].id)
         return out
-
-    def visit_scope(self, body: list[ast.stmt], scalars: dict[str, Any], env: dict[str, _Typed], fused_names: set[str]) -> None:
-        for node in _walk_scope(body, include_defs=True):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-                args = node.args
-                params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
-                params |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
-                inner_body = node.body if isinstance(node.body, list) else [ast.Expr(node.body)]
-                s2, e2 = self.scope_bindings(inner_body, params, scalars, env)
-                if not isinstance(node, ast.Lambda) and (
-                    any(self.is_fuse(d) for d in node.decorator_list) or node.name in fused_names
-                ):
-                    self.check_kernel(node, params, s2)
-                self.visit_scope(inner_body, s2, e2, fused_names)
-            elif isinstance(node, ast.ClassDef):
-                self.visit_scope(node.body, scalars, env, fused_names)
-            else:
-                self.check_node(node, scalars, env)
 
     def check_kernel(self, fn: ast.FunctionDef | ast.AsyncFunctionDef, params: set[str], scalars: dict[str, Any]) -> None:
         def flag(operand: ast.AST, others: list[ast.AST], operation: str) -> None:
@@ -677,17 +676,85 @@ def _names(target: ast.AST) -> list[str]:
     return []
 
 
-def _walk_scope(body: Iterable[ast.AST], include_defs: bool = False) -> Iterable[ast.AST]:
-    """Nodes of one scope: nested functions/classes/lambdas are yielded (if asked) but not entered."""
-    stack = list(reversed(list(body)))
+@dataclass
+class _Scope:
+    owner: ast.AST | None
+    parent: int
+    params: set[str]
+    nodes: list[ast.AST]
+
+
+_SCOPE_OWNERS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def _children(node: ast.AST) -> list[ast.AST]:
+    out: list[ast.AST] = []
+    for name in node._fields:
+        value = getattr(node, name, None)
+        if isinstance(value, ast.AST):
+            out.append(value)
+        elif isinstance(value, list):
+            out.extend(v for v in value if isinstance(v, ast.AST))
+    return out
+
+
+def _build_scopes(tree: ast.Module) -> list[_Scope]:
+    """Every scope's own nodes, in one pass (parents before children).
+
+    A function's decorators and defaults belong to the enclosing scope, its
+    body to its own; the def node itself is listed in the enclosing scope.
+    """
+    scopes = [_Scope(None, -1, set(), [])]
+    stack: list[tuple[ast.AST, int]] = [(n, 0) for n in reversed(tree.body)]
+    keep = _KEPT
+    owners = _OWNER_TYPES
     while stack:
-        node = stack.pop()
-        yield node
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                stack.extend(reversed(node.decorator_list))
+        node, idx = stack.pop()
+        t = type(node)
+        if t in keep:
+            scopes[idx].nodes.append(node)
+        if t in owners:
+            outer: list[ast.AST] = []
+            params: set[str] = set()
+            if isinstance(node, ast.ClassDef):
+                outer = [*node.decorator_list, *node.bases, *node.keywords]
+                body: list[ast.AST] = list(node.body)
+            else:
+                args = node.args
+                params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+                params |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+                outer = [*args.defaults, *(d for d in args.kw_defaults if d is not None)]
+                if not isinstance(node, ast.Lambda):
+                    outer += node.decorator_list
+                body = list(node.body) if isinstance(node.body, list) else [node.body]
+            scopes.append(_Scope(node, idx, params, []))
+            child = len(scopes) - 1
+            stack.extend((n, child) for n in reversed(body))
+            stack.extend((n, idx) for n in reversed(outer))
             continue
-        stack.extend(reversed(list(ast.iter_child_nodes(node))))
+        if t in _LEAVES:
+            continue
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if type(value) is list:
+                for v in reversed(value):
+                    if isinstance(v, ast.AST):
+                        stack.append((v, idx))
+            elif isinstance(value, ast.AST):
+                stack.append((value, idx))
+    return scopes
+
+
+#: node types a scope's analysis looks at (bindings, imports, calls, operators)
+_KEPT = frozenset({
+    ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.comprehension, ast.With, ast.AsyncWith,
+    ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.Import, ast.ImportFrom, ast.Global,
+    ast.Nonlocal, ast.NamedExpr, ast.Call, ast.BinOp,
+})
+_OWNER_TYPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef})
+#: nodes without children worth visiting
+_LEAVES = frozenset({ast.Name, ast.Constant, ast.Load, ast.Store, ast.Del, ast.Pass, ast.Break, ast.Continue,
+                     ast.alias})
 
 
 def _first_param(node: ast.AST, params: set[str], scalars: dict[str, Any], aliases: dict[str, str]) -> str | None:
