@@ -6,7 +6,7 @@ NumPy's ufuncs are C objects and ``ndarray`` is an immutable C type: neither
 performs it: like pytest's assertion rewriting, the tracer compiles the
 user's own modules from a rewritten AST in which
 
-* ``a <op> b`` (``+ - * / // % ** & | ^ << >>``) becomes ``__cu_binop(OP, a, b, SITE)``,
+* ``a <op> b`` (``+ - * / // % ** & | ^ << >>``) becomes ``__cu_opN(a, b, SITE)``,
 * ``x <op>= v`` becomes an in-place hook (names, attributes, subscripts),
 * calls whose callee's name is a NumPy ufunc or a promotion-sensitive
   function (``np.add(...)``, ``xp.can_cast(...)``) become ``__cu_call(SITE, f, ...)``.
@@ -91,7 +91,7 @@ class _Rewriter(ast.NodeTransformer):
         if op is None:
             return node
         site = self._site(node, op[1])
-        call = ast.Call(ast.Name("__cu_binop", ast.Load()), [ast.Constant(op[0]), node.left, node.right, site], [])
+        call = ast.Call(ast.Name(f"__cu_op{op[0]}", ast.Load()), [node.left, node.right, site], [])
         return ast.copy_location(call, node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:

@@ -90,16 +90,39 @@ def _interesting(a: Any, b: Any) -> bool:
     return (a_0d or b_0d) and (a_np or ta in _PY_SCALARS) and (b_np or tb in _PY_SCALARS)
 
 
+#: operand types that never involve NumPy promotion (the fast path)
+_PLAIN = frozenset({bool, int, float, complex, str, bytes, list, tuple, type(None)})
+
+
 def binop(op: int, a: Any, b: Any, site: int) -> Any:
     ta = type(a)
     tb = type(b)
-    if ta is _nd and tb is _nd and a.ndim and b.ndim:
+    if ta in _PLAIN and tb in _PLAIN:
         return _OPS[op](a, b)
-    if (ta in _PY_SCALARS or ta is str or ta is list or ta is tuple) and (tb in _PY_SCALARS or tb is str or tb is list or tb is tuple):
+    if ta is _nd and tb is _nd and a.ndim and b.ndim:
         return _OPS[op](a, b)
     if not _interesting(a, b):
         return _OPS[op](a, b)
     return _checked(_OPS[op], _UFUNCS[op], (a, b), site, _SYMBOLS[op], inplace=False)
+
+
+# One hook per operator, with the operator inline: the fast paths cost one call
+# and two type lookups (this is what keeps traced array code under 2x).
+_TEMPLATE = """
+def op_{i}(a, b, site):
+    ta = type(a)
+    tb = type(b)
+    if ta in _PLAIN and tb in _PLAIN:
+        return a {sym} b
+    if ta is _nd and tb is _nd and a.ndim and b.ndim:
+        return a {sym} b
+    return binop({i}, a, b, site)
+"""
+_OP_HOOKS: list[Callable[[Any, Any, int], Any]] = []
+for _i, _sym in enumerate(["+", "-", "*", "/", "//", "%", "**", "&", "|", "^", "<<", ">>"]):
+    _ns: dict[str, Any] = {}
+    exec(compile(_TEMPLATE.format(i=_i, sym=_sym), __file__, "exec"), globals(), _ns)
+    _OP_HOOKS.append(_ns[f"op_{_i}"])
 
 
 def iop(op: int, a: Any, b: Any, site: int) -> Any:
@@ -286,7 +309,9 @@ def _result_type(site: int, f: Any, args: tuple, kwargs: dict) -> Any:
 
 def hooks() -> dict[str, Any]:
     """The names rewritten code refers to (put into each traced module's globals)."""
-    return {"__cu_binop": binop, "__cu_iop": iop, "__cu_iattr": iattr, "__cu_iitem": iitem, "__cu_call": call}
+    names = {"__cu_binop": binop, "__cu_iop": iop, "__cu_iattr": iattr, "__cu_iitem": iitem, "__cu_call": call}
+    names.update({f"__cu_op{i}": fn for i, fn in enumerate(_OP_HOOKS)})
+    return names
 
 
 def install_builtins() -> None:
