@@ -73,7 +73,10 @@ def _numpy_ready() -> bool:
 
 
 def _is_cupy(x: Any) -> bool:
-    return type(x).__module__.startswith("cupy")
+    # CuPy arrays, but not cupy.fuse's tracing proxies (_FusionVarScalar & co.): inside a fused
+    # kernel the operation builds kernel code, its "result" is no array to compare.
+    module = type(x).__module__
+    return module.startswith("cupy") and "fusion" not in module
 
 
 def _interesting(a: Any, b: Any) -> bool:
