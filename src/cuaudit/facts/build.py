@@ -507,10 +507,8 @@ class _PythonBuild:
         t = self.taint(test, function)
         if not t:
             return
-        controls = ""
-        for branch in branches:
-            for s in branch:
-                controls = controls or self.builds_cuda(s)
+        controls = self.builds_cuda(ast.Module([s for b in branches for s in b if isinstance(s, ast.stmt)]
+                                               + [ast.Expr(s) for b in branches for s in b if isinstance(s, ast.expr)], []))
         if not controls:
             return
         span = _span(test, self.lines)
