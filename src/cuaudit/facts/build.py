@@ -477,10 +477,20 @@ class _PythonBuild:
                         overrides.extend(_env_names(s.test, self.names, self.env_vars))
                     walk(s.body, control.merge(t) if t else control)
                     walk(s.orelse, control.merge(t) if t else control)
-                elif isinstance(s, (ast.For, ast.While, ast.With, ast.Try)):
-                    walk(s.body + getattr(s, "orelse", []) + getattr(s, "finalbody", []), control)
-                    for h in getattr(s, "handlers", []):
-                        walk(h.body, control)
+                elif isinstance(s, ast.Try):
+                    # try: nvidia-smi ...; return True / except: return False -- the result depends
+                    # on whether the probe raised.
+                    probed = _Taint()
+                    for x in s.body:
+                        if not isinstance(x, ast.Return):
+                            probed = probed.merge(self.taint(x, fn.name))
+                    inner = control.merge(probed) if probed else control
+                    walk(s.body + s.orelse, inner)
+                    for h in s.handlers:
+                        walk(h.body, inner)
+                    walk(s.finalbody, control)
+                elif isinstance(s, (ast.For, ast.While, ast.With)):
+                    walk(s.body + getattr(s, "orelse", []), control)
 
         walk(fn.body, _Taint())
         if out and overrides:
