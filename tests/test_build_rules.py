@@ -225,3 +225,29 @@ def test_fixed_tla_setup_decides_to_build_cuda_without_a_gpu(corpus, tmp_path, c
     assert rc == 0, out
     assert "torch.version.cuda is not None" in (project / "setup.py").read_text()
     assert _decide(project, stub) == "CUDAExtension"
+
+
+@pytest.mark.parametrize("condition, fixed", [
+    ("not torch.cuda.is_available()", "torch.version.cuda is None"),
+    ("torch.cuda.device_count() == 0", "torch.version.cuda is None"),
+    ("th.cuda.device_count() < 1 or os.environ.get('NO_CUDA')", "th.version.cuda is None or os.environ.get('NO_CUDA')"),
+])
+def test_negated_probes_are_fixed_without_double_negation(tree_factory, condition, fixed):
+    root = tree(tree_factory, f"""\
+        import os
+        import torch as th
+        import torch
+        from torch.utils.cpp_extension import CUDAExtension, CppExtension
+        if {condition}:
+            ext = [CppExtension("a", ["a.cpp"])]
+        else:
+            ext = [CUDAExtension("a", ["a.cu"])]
+    """)
+    apply_fixes(audit([str(root)], config=CFG), write=True)
+    assert f"if {fixed}:" in (root / "setup.py").read_text()
+
+
+def test_guarded_cmake_native_is_info(tree_factory):
+    root = tree_factory({"CMakeLists.txt": "if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)\n  set(CMAKE_CUDA_ARCHITECTURES native)\nendif()\n"})
+    (f,) = check(root)
+    assert (f.code, str(f.severity), f.location.line) == ("CU503", "info", 2)

@@ -305,3 +305,61 @@ def test_cupy_13_thrust_is_read(corpus):
         with zf.open(name) as fh:
             code = read_device_code_stream(fh, zf.getinfo(name).file_size)
     assert code.archs()[:2] == ("sm_50", "sm_52") and "compute_90" in code.archs()
+
+
+# -- targets from --probe, paired sdists, archs formats -----------------------------------------------------
+
+
+def _sm50_wheel(wheel_factory, **kw) -> Path:
+    return wheel_factory("demo", "1.0", {"demo/_k.cpython-311-x86_64-linux-gnu.so": elf_with({".nv_fatbin": container(entry(2, 50))})},
+                         tag="cp311-cp311-linux_x86_64", **kw)
+
+
+def test_probe_takes_the_local_gpu_as_target(wheel_factory, tmp_path, monkeypatch):
+    fake = tmp_path / "bin" / "nvidia-smi"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 9.0\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    report = audit([str(_sm50_wheel(wheel_factory))], config=Config(cache=False, probe=True, select=("CU6",), jobs=1))
+    assert [(f.code, f.location.symbol) for f in report.findings] == [("CU601", "sm_90"), ("CU603", None)]
+    (probe,) = report.probes
+    assert probe.outcome.endswith("sm_90") and "nvidia-smi" in probe.command
+    # without --probe nothing runs and there is no target
+    report = audit([str(_sm50_wheel(wheel_factory))], config=Config(cache=False, select=("CU6",), jobs=1))
+    assert report.probes == [] and [f.code for f in report.findings] == ["CU603"]
+
+
+def test_cu_sources_in_the_paired_sdist_are_strong_evidence(wheel_factory, tmp_path):
+    import tarfile, io
+
+    whl = wheel_factory("tiny", "1.0", {"tiny/_host.cpython-311-x86_64-linux-gnu.so": elf_with({".text": b"\0" * 16})},
+                        tag="cp311-cp311-linux_x86_64")
+    sdist = tmp_path / "tiny-1.0.tar.gz"
+    with tarfile.open(sdist, "w:gz") as tf:
+        for name, data in {"tiny-1.0/setup.py": b"", "tiny-1.0/src/k.cu": b"__global__ void k() {}\n"}.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    alone = audit([str(whl)], config=Config(cache=False, select=("CU510",), jobs=1))
+    assert alone.findings == []  # nothing says this wheel is a CUDA build
+    (f,) = audit([str(whl), str(sdist)], config=Config(cache=False, select=("CU510",), jobs=1)).findings
+    assert str(f.severity) == "error" and "src/k.cu" in f.message
+
+
+def test_name_only_evidence_is_info(wheel_factory):
+    whl = wheel_factory("thing-cu12", "1.0", {"thing/_x.cpython-311-x86_64-linux-gnu.so": elf_with({".text": b"\0" * 16})},
+                        tag="cp311-cp311-linux_x86_64")
+    (f,) = audit([str(whl)], config=Config(cache=False, select=("CU510",), jobs=1)).findings
+    assert str(f.severity) == "info"
+
+
+def test_archs_formats(wheel_factory, cli):
+    import json
+
+    whl = _sm50_wheel(wheel_factory)
+    rc, out, _ = cli("archs", "--no-cache", "--format", "json", str(whl))
+    (module,) = json.loads(out)["modules"]
+    assert module["sass"] == ["sm_50"] and module["entries"][0]["compression"] == "none"
+    rc, out, _ = cli("archs", "--no-cache", "--format", "cuobjdump", str(whl))
+    assert "ELF file    1: _k.cpython-311-x86_64-linux-gnu.1.sm_50.cubin" in out

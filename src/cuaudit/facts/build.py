@@ -625,23 +625,31 @@ def _fix_probe(source: str, probe: Probe) -> tuple[tuple[TextEdit, ...], str]:
         return (), ""
     module_expr = target.func.value.value  # torch in torch.cuda.is_available
     replace: cst.CSTNode = target
+    negated = False
     if probe.label == "torch.cuda.device_count()":
         parent = parents.get(target)
-        # device_count() > 0 / >= 1 / != 0 are the only forms with a plain meaning
+        # device_count() > 0 / >= 1 / != 0 (and == 0 / < 1) are the only forms with a plain meaning
         if not (isinstance(parent, cst.Comparison) and len(parent.comparisons) == 1 and parent.left is target):
             return (), ""
         op, right = parent.comparisons[0].operator, parent.comparisons[0].comparator
-        ok = isinstance(right, cst.Integer) and (
-            (isinstance(op, (cst.GreaterThan, cst.NotEqual)) and right.value == "0")
-            or (isinstance(op, cst.GreaterThanEqual) and right.value == "1")
-        )
-        if not ok:
+        if not isinstance(right, cst.Integer):
+            return (), ""
+        if (isinstance(op, (cst.GreaterThan, cst.NotEqual)) and right.value == "0") or (
+            isinstance(op, cst.GreaterThanEqual) and right.value == "1"
+        ):
+            pass
+        elif (isinstance(op, cst.Equal) and right.value == "0") or (isinstance(op, cst.LessThan) and right.value == "1"):
+            negated = True
+        else:
             return (), ""
         replace = parent
-    module_code = cst.Module([]).code_for_node(module_expr)
-    new_text = f"{module_code}.version.cuda is not None"
     parent = parents.get(replace)
-    if _needs_parens(parent, replace):
+    if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not) and not negated:
+        # ``not torch.cuda.is_available()`` -> ``torch.version.cuda is None``
+        replace, negated = parent, True
+    module_code = cst.Module([]).code_for_node(module_expr)
+    new_text = f"{module_code}.version.cuda is {'' if negated else 'not '}None"
+    if _needs_parens(parents.get(replace), replace):
         new_text = f"({new_text})"
     pos = positions[replace]
     # libcst confirms the result still parses before the edit is offered.
