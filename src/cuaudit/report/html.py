@@ -133,7 +133,7 @@ def context(report: "Report") -> dict[str, Any]:
     return {
         "tool_version": report.tool_version,
         "command": report.command,
-        "summary_line": summary_line(report),
+        "summary_line": summary_line(report, timing=False),  # timings only in the footer
         "counts": counts,
         "total": len(report.findings),
         "failing": bool(report.failing()),
