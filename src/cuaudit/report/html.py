@@ -41,9 +41,11 @@ def _template():
 
 
 def _artifact_title(ref: ArtifactRef) -> str:
+    from cuaudit.report.text import _shown_path
+
     if ref.kind is ArtifactKind.INSTALLED:
         return f"{ref.name} {ref.version}".strip()
-    return ref.path
+    return _shown_path(ref.path)
 
 
 def _finding_view(f: Finding) -> dict[str, Any]:
@@ -142,7 +144,8 @@ def context(report: "Report") -> dict[str, Any]:
         "suppressed": report.suppressed,
         "baselined": report.baselined,
         "inputs": [
-            {"title": _artifact_title(a), "kind": _KIND_LABEL[a.kind], "path": a.path} for a in report.artifacts
+            {"kind": _KIND_LABEL[a.kind], "path": a.path, "label": f"{a.name} {a.version}".strip()}
+            for a in report.artifacts
         ],
         "groups": _groups(report),
         "rules": _rules(report),

@@ -45,7 +45,6 @@ SITE_PACKAGES = "SITE_PACKAGES"
 INFORMATION_URI = "https://pypi.org/project/cuaudit/"
 
 _LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
-_MIME = {ArtifactKind.WHEEL: "application/zip"}
 _LIBRARY = re.compile(r"(^|/)lib[^/]*\.so(\.[0-9]+)*$|\.so(\.[0-9]+)*$|\.dll$|\.dylib$")
 _PY_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$")
 
@@ -72,6 +71,15 @@ _NOTIFICATIONS = [
         "defaultConfiguration": {"level": "note"},
     },
 ]
+
+
+def _mime_type(ref: ArtifactRef) -> str | None:
+    name = ref.path.lower()
+    if ref.kind is ArtifactKind.WHEEL or name.endswith(".zip"):
+        return "application/zip"
+    if name.endswith((".tar.gz", ".tgz")):
+        return "application/gzip"
+    return None
 
 
 def _uri_path(path: str) -> str:
@@ -164,8 +172,9 @@ class _Locator:
                 "roles": ["analysisTarget"],
                 "properties": {"kind": str(ref.kind), "name": ref.name or None, "version": ref.version or None},
             }
-            if ref.kind in _MIME:
-                entry["mimeType"] = _MIME[ref.kind]
+            mime = _mime_type(ref)
+            if mime:
+                entry["mimeType"] = mime
             self._index[key] = len(self.artifacts)
             self.artifacts.append(entry)
         index = self._index[key]
