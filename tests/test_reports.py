@@ -5,7 +5,8 @@ distribution in a site directory made for the test, and a missing path.
 Findings come from a test-only rule (CU099) that reports fixed locations on
 artifacts whose name starts with ``report-fixture``, so these tests do not
 depend on any rule family.  Then golden outputs (``tests/golden/``,
-regenerate with ``CUAUDIT_UPDATE_GOLDEN=1``), the official SARIF 2.1.0
+regenerate with ``CUAUDIT_UPDATE_GOLDEN=1``, read when this module is
+imported, before conftest clears ``CUAUDIT_*`` variables), the official SARIF 2.1.0
 schema, ``docs/schema/report-v1.json``, and the CLI.
 """
 
@@ -190,7 +191,6 @@ def inputs(tmp_path_factory) -> dict[str, Path]:
 @pytest.fixture
 def report(inputs, monkeypatch) -> Report:
     monkeypatch.chdir(inputs["base"])  # %SRCROOT% is the working directory
-    _REGISTRY[ReportFixtureRule.code] = ReportFixtureRule
     return fixture_report(inputs)
 
 
