@@ -247,6 +247,22 @@ def test_negated_probes_are_fixed_without_double_negation(tree_factory, conditio
     assert f"if {fixed}:" in (root / "setup.py").read_text()
 
 
+def test_negated_probe_polarity(tree_factory):
+    base = """\
+        import os, torch
+        from torch.utils.cpp_extension import CUDAExtension, CppExtension
+        if COND:
+            ext = [CppExtension("a", ["a.cpp"])]
+        else:
+            ext = [CUDAExtension("a", ["a.cu"])]
+    """
+    (f,) = check(tree(tree_factory, base.replace("COND", 'not torch.cuda.is_available() or os.getenv("NO_CUDA")')))
+    assert f.code == "CU501" and f.evidence["disablers"] == ["NO_CUDA"]
+    root = tree_factory({"setup.py": textwrap.dedent(base.replace("COND", 'not torch.cuda.is_available() and not os.getenv("FORCE_CUDA")'))}, sub="t2")
+    (f,) = check(root)
+    assert f.code == "CU502" and f.evidence["overrides"] == ["FORCE_CUDA"]
+
+
 def test_guarded_cmake_native_is_info(tree_factory):
     root = tree_factory({"CMakeLists.txt": "if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)\n  set(CMAKE_CUDA_ARCHITECTURES native)\nendif()\n"})
     (f,) = check(root)

@@ -359,7 +359,10 @@ class _PythonBuild:
             if out:
                 env = [(_env_names(v, self.names, self.env_vars), bool(t)) for v, t in zip(node.values, parts)]
                 plain = tuple(n for names, tainted in env if not tainted for n in names)
-                if isinstance(node.op, ast.Or):
+                # ``not probe or NO_CUDA`` decides the CPU path: its environment reads disable,
+                # and ``not probe and not FORCE_CUDA`` reads them as overrides.
+                negated = any(t and _negated(v) for v, t in zip(node.values, parts))
+                if isinstance(node.op, ast.Or) != negated:
                     out = _Taint(out.probes, tuple(dict.fromkeys(out.overrides + plain)), out.disablers, out.via, out.external)
                 else:
                     out = _Taint(out.probes, out.overrides, tuple(dict.fromkeys(out.disablers + plain)), out.via, out.external)
@@ -569,6 +572,16 @@ class _PythonBuild:
                 probes = tuple(self._with_fix(p) for p in sorted(t.probes.values(), key=lambda p: p.span.line))
                 variables.append(FunctionSummary(name, probes, t.overrides))
         return tuple(funcs), tuple(variables)
+
+
+def _negated(node: ast.AST) -> bool:
+    """``not X``, ``X == 0``, ``X < 1``: the probe's result read the other way round."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return True
+    if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.comparators[0], ast.Constant):
+        value = node.comparators[0].value
+        return (isinstance(node.ops[0], ast.Eq) and value == 0) or (isinstance(node.ops[0], ast.Lt) and value == 1)
+    return False
 
 
 def _first_str(call: ast.Call) -> str:

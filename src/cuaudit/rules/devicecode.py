@@ -117,7 +117,8 @@ def _modules(ctx) -> list[tuple[object, str, DeviceCode]]:
 
 
 def _fmt(entries) -> str:
-    return ", ".join(dict.fromkeys(e.arch for e in entries)) or "none"
+    ordered = sorted(entries, key=lambda e: (e.sm, e.variant))
+    return ", ".join(dict.fromkeys(e.arch for e in ordered)) or "none"
 
 
 # -- CU510 ---------------------------------------------------------------------------------------
