@@ -204,3 +204,12 @@ def test_promote_matches_numpy():
 def test_syntax_error_is_cu006(tree_factory):
     report = run(tree_factory, {"bad.py": "import numpy\ndef (:\n"}, select="CU")
     assert any(f.code == "CU006" for f in report.findings)
+
+
+@pytest.mark.parametrize("requires, severity", [(["cupy-cuda12x==13.3.0", "numpy>=2"], Severity.ERROR),
+                                                (["cupy-cuda12x>=13.4.1"], Severity.INFO)])
+def test_wheel_requires_dist_decides_the_severity(wheel_factory, requires, severity):
+    whl = wheel_factory("kern", "1.0", {"kern/__init__.py": SEED}, requires=requires)
+    report = audit([str(whl)], config=Config(cache=False, select=("CU401",)))
+    [f] = report.findings
+    assert f.severity is severity and "METADATA" in f.message

@@ -206,3 +206,27 @@ def test_pytest_plugin(tmp_path, explicit):
     data = json.loads(report.read_text())
     assert {(r["file"].rsplit("/", 1)[-1], r["kind"]) for r in data["records"]} == {("mylib.py", "error"), ("test_it.py", "dtype")}
     assert not list(tmp_path.rglob("*.pyc"))  # no traced bytecode left behind
+
+
+def test_records_become_one_finding_per_location_in_every_format(tmp_path):
+    from cuaudit.config import Config
+    from cuaudit.engine import ProbeRecord
+    from cuaudit.report import render
+    from cuaudit.trace.findings import build_report
+
+    (tmp_path / "m.py").write_text("x = 1\n# cuaudit: ignore[CU410]\n")
+    rec = {"file": str(tmp_path / "m.py"), "line": 1, "column": 5, "end_line": 1, "end_column": 12,
+           "operation": "*", "source": "a * s", "kind": "dtype", "legacy": "float32", "new": "float64"}
+    data = {"numpy": "2.4.6", "records": [
+        {**rec, "operands": "float32 array * np.float64(3.0)", "count": 5},
+        {**rec, "operands": "float32 array * np.int64(3)", "count": 2},
+        {**rec, "line": 2, "operands": "float32 array * np.int64(3)", "count": 1},  # suppressed inline
+    ]}
+    probe = ProbeRecord(what="traced m.py", command="python m.py", seconds=0.1, outcome="exit status 0")
+    report = build_report(data, root=str(tmp_path), config=Config(cache=False), probe=probe, seconds=0.1)
+    [f] = report.findings
+    assert f.evidence["count"] == 7 and len(f.evidence["observed"]) == 2
+    assert "and 1 other operand combination" in f.message and "seen 7 times" in f.message
+    assert report.suppressed == 1
+    for fmt in ("text", "json", "sarif", "github", "html"):
+        assert "CU410" in render(report, fmt), fmt
