@@ -213,3 +213,20 @@ def test_wheel_requires_dist_decides_the_severity(wheel_factory, requires, sever
     report = audit([str(whl)], config=Config(cache=False, select=("CU401",)))
     [f] = report.findings
     assert f.severity is severity and "METADATA" in f.message
+
+
+def test_installed_distributions_get_only_the_crash_rules(tmp_path):
+    """Inside site-packages only CU401/CU402 are looked for (library internals are not the user's)."""
+    from cuaudit.inputs.environment import InstalledDistribution
+
+    site = tmp_path / "site"
+    (site / "lib").mkdir(parents=True)
+    (site / "lib" / "__init__.py").write_text(SEED + "import numpy as np\nb = np.ones(2, np.uint8) + 300\n")
+    meta = site / "lib-1.0.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: lib\nVersion: 1.0\n")
+    (meta / "top_level.txt").write_text("lib\n")
+    dist = InstalledDistribution(None, "lib", "1.0", str(meta))
+    report = audit([dist], config=Config(cache=False, select=("CU4",)))
+    assert [(f.code, f.severity) for f in report.findings] == [("CU401", Severity.INFO)]
+    assert "no CuPy is installed" in report.findings[0].message

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from cuaudit.facts import Extractor, InputError, MemberReader
-from cuaudit.model import Member, MemberKind
+from cuaudit.model import ArtifactKind, Member, MemberKind
 
 # -- dtypes, in pure Python (cuaudit does not depend on NumPy) -------------------------
 
@@ -207,6 +207,7 @@ class _Analysis:
         self.module_scalars: dict[str, Any] = {}
         self.module_types: dict[str, _Typed] = {}
         self.seen: set[tuple] = set()
+        self.known_dtypes = True
 
     # -- positions and names --------------------------------------------------------------
     def span(self, node: ast.AST) -> Span:
@@ -470,7 +471,10 @@ class _Analysis:
                 if ok:
                     self.can_cast.append(CanCastScalar(self.span(node), q, self.text(node.args[0]), repr(value),
                                                        self.span(node.args[0])))
-            self.check_conversion(node, q, scalars)
+            if self.known_dtypes:
+                self.check_conversion(node, q, scalars)
+        elif not self.known_dtypes:
+            return
         elif isinstance(node, ast.BinOp) and type(node.op) in _ARITH:
             left = self.typed(node.left, env, scalars)
             right = self.typed(node.right, env, scalars)
@@ -769,7 +773,7 @@ def _first_param(node: ast.AST, params: set[str], scalars: dict[str, Any], alias
     return None
 
 
-def analyse_source(source: str, filename: str = "<source>") -> PromotionFacts:
+def analyse_source(source: str, filename: str = "<source>", *, known_dtypes: bool = True) -> PromotionFacts:
     """The CU4xx facts of one Python module's source."""
     try:
         tree = ast.parse(source, filename)
@@ -778,6 +782,7 @@ def analyse_source(source: str, filename: str = "<source>") -> PromotionFacts:
     if not any(m in source for m in ("numpy", "cupy")):
         return PromotionFacts()
     analysis = _Analysis(source)
+    analysis.known_dtypes = known_dtypes
     analysis.run(tree)
     values = set(analysis.aliases.values())
     return PromotionFacts(
@@ -793,7 +798,7 @@ class PromotionSourceExtractor(Extractor):
     """CU4xx facts of Python modules (``ast`` only; nothing is imported)."""
 
     name = "promotion_source"
-    version = 1
+    version = 2
 
     def applies(self, member: Member) -> bool:
         return member.kind is MemberKind.PYTHON or (member.kind is MemberKind.BUILD and member.path.endswith(".py"))
@@ -802,6 +807,14 @@ class PromotionSourceExtractor(Extractor):
         text = reader.text()
         if "numpy" not in text and "cupy" not in text:
             return PromotionFacts()
+        ref = getattr(getattr(reader, "artifact", None), "ref", None)
+        if ref is not None and ref.kind is ArtifactKind.INSTALLED:
+            # Installed libraries: only what crashes their users (CU401 fused kernels, CU402
+            # can_cast).  Their internal dtype choices (NumPy's own tests exercise every
+            # promotion on purpose) are their maintainers' business, and the files are many.
+            if "fuse" not in text and "can_cast" not in text:
+                return PromotionFacts()
+            return analyse_source(text, reader.path, known_dtypes=False)
         return analyse_source(text, reader.path)
 
 
