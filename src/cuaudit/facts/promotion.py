@@ -522,6 +522,8 @@ class _Analysis:
             return  # integer true division is float64 in both worlds
         if op.rstrip("=") in _BITWISE and (_kind(left.dtype) in "fc" or _kind(right.dtype) in "fc"):
             return  # no inexact bitwise loops: an error in both worlds
+        if op.rstrip("=") in ("//", "%") and "c" in (_kind(left.dtype), _kind(right.dtype)):
+            return  # no complex floor division / remainder loops either
         for a, b, bnode in ((left, right, rnode), (right, left, lnode)):
             if a.category in ("array", "npscalar") and b.category == "pyscalar":
                 self.check_weak(node, op, a, b, bnode, inplace, left is a)
@@ -600,6 +602,12 @@ class _Analysis:
         legacy = _legacy_array_scalar(arr.dtype, sc.dtype, sc.value)
         if legacy is None or legacy == new:
             return
+        new_text = f"{new} result"
+        if op.rstrip("=") in _BITWISE:
+            if _kind(legacy) not in "iu":
+                return  # no loop in NumPy 1.x either
+            if _kind(new) not in "iu":
+                new_text = f"UFuncTypeError ({arr.dtype} with {sc.dtype} promotes to {new}, which has no bitwise loop)"
         replacement = None
         if isinstance(snode, ast.Call) and len(snode.args) == 1:
             inner = self.text(snode.args[0])
@@ -608,7 +616,7 @@ class _Analysis:
                 replacement = f"{sc.value}.0"
         self.changed.append(ChangedOperation(
             "numpy-scalar-upcast", self.span(node), self.text(node), op, self._operands(op, arr, sc, arr_first),
-            f"{legacy} result", f"{new} result", replacement=replacement, fix_span=self.span(snode),
+            f"{legacy} result", new_text, replacement=replacement, fix_span=self.span(snode),
         ))
 
 

@@ -171,6 +171,10 @@ def versions_for(ctx: "RuleContext", artifact: "Artifact") -> Versions:
                     if r:
                         (cupy.append(r) if is_cupy(r[0]) else numpy.append(r[1]) if _canon(r[0]) == "numpy" else None)
                 where.append(member.path)
+        if is_cupy(artifact.ref.name) and artifact.ref.version:
+            # auditing a CuPy release itself: its own version is the CuPy in play
+            cupy.insert(0, (artifact.ref.name, f"=={artifact.ref.version}"))
+            where.append(f"{artifact.ref.name} {artifact.ref.version} itself")
         if not cupy and not numpy:
             return Versions("none")
         return Versions("declared", tuple(cupy), tuple(numpy), ", ".join(dict.fromkeys(where)))
