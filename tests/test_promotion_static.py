@@ -230,3 +230,11 @@ def test_installed_distributions_get_only_the_crash_rules(tmp_path):
     report = audit([dist], config=Config(cache=False, select=("CU4",)))
     assert [(f.code, f.severity) for f in report.findings] == [("CU401", Severity.INFO)]
     assert "no CuPy is installed" in report.findings[0].message
+
+
+@pytest.mark.parametrize("version, severity", [("13.3.0", Severity.ERROR), ("13.4.1", Severity.INFO), ("12.3.0", Severity.INFO)])
+def test_a_cupy_release_is_judged_by_its_own_version(wheel_factory, version, severity):
+    whl = wheel_factory("cupy-cuda12x", version, {"cupyx/k.py": SEED}, requires=["numpy>=1.22,<2.3"])
+    report = audit([str(whl)], config=Config(cache=False, select=("CU401",)))
+    [f] = report.findings
+    assert f.severity is severity and f"cupy-cuda12x {version} itself" in f.message

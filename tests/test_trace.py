@@ -92,9 +92,12 @@ def test_overflow_warning_and_changed_answer(cli, tmp_path, monkeypatch):
         warnings.simplefilter("ignore")
         h = np.zeros(3, np.float16) + 70000.0
         ok = np.can_cast(np.float64(1.0), np.float32)
+        rt = np.result_type(np.int8, 300)
         """)
     codes = {f["location"]["line"]: f["code"] for f in report["findings"]}
-    assert codes == {3: "CU412", 4: "CU413"}
+    assert codes == {3: "CU412", 4: "CU413", 5: "CU410"}
+    rt = next(f for f in report["findings"] if f["location"]["line"] == 5)
+    assert rt["evidence"]["observed"][0]["legacy"] == "int16"
 
 
 def test_in_place_forms_keep_their_meaning_and_are_traced(cli, tmp_path, monkeypatch):
