@@ -113,3 +113,15 @@ def test_beyond_uint64_is_object_dtype(table):
 def test_known_legacy_results(make, ufunc, expected):
     ops = [L.operand(x) for x in make()]
     assert str(L.ufunc_outcome(ufunc, ops).dtype) == expected
+
+
+def test_table_is_in_sync_with_its_generator(table):
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "gen_legacy_promotion_table.py"
+    spec = importlib.util.spec_from_file_location("gen_legacy_promotion_table", path)
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    expected = [{"op": c["op"], "operands": c["operands"]} for c in gen.cases()]
+    assert [{"op": c["op"], "operands": c["operands"]} for c in table["cases"]] == expected
+    assert table["generator"] == "scripts/gen_legacy_promotion_table.py"
