@@ -233,3 +233,19 @@ def test_records_become_one_finding_per_location_in_every_format(tmp_path):
     assert report.suppressed == 1
     for fmt in ("text", "json", "sarif", "github", "html"):
         assert "CU410" in render(report, fmt), fmt
+
+
+def test_rewritten_program_behaves_like_the_original(tmp_path):
+    """Class bodies (name mangling), globals, nonlocals, slices, star-args, ufunc methods, % formatting..."""
+    from pathlib import Path
+
+    prog = Path(__file__).parent / "data" / "trace_semantics_prog.py"
+    plain = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True, check=True).stdout
+    out = tmp_path / "records.json"
+    traced = subprocess.run([sys.executable, "-m", "cuaudit.trace.runner", "--out", str(out), "--", str(prog)],
+                            capture_output=True, text=True)
+    assert traced.returncode == 0, traced.stderr
+    assert traced.stdout == plain
+    data = json.loads(out.read_text())
+    assert data["sites_rewritten"] > 20
+    assert {r["source"] for r in data["records"]} == {"np.float32(2) ** 2", "np.uint8(200) // 3"}

@@ -6,10 +6,10 @@ NumPy's ufuncs are C objects and ``ndarray`` is an immutable C type: neither
 performs it: like pytest's assertion rewriting, the tracer compiles the
 user's own modules from a rewritten AST in which
 
-* ``a <op> b`` (``+ - * / // % ** & | ^ << >>``) becomes ``__cu_opN(a, b, SITE)``,
+* ``a <op> b`` (``+ - * / // % ** & | ^ << >>``) becomes ``__cu_opN__(a, b, SITE)``,
 * ``x <op>= v`` becomes an in-place hook (names, attributes, subscripts),
 * calls whose callee's name is a NumPy ufunc or a promotion-sensitive
-  function (``np.add(...)``, ``xp.can_cast(...)``) become ``__cu_call(SITE, f, ...)``.
+  function (``np.add(...)``, ``xp.can_cast(...)``) become ``__cu_call__(SITE, f, ...)`` (dunder names: never mangled in class bodies).
 
 Comparisons are left alone: NumPy 2 special-cases Python integers there and
 the result is ``bool`` either way.  Only the user's modules are rewritten
@@ -91,7 +91,7 @@ class _Rewriter(ast.NodeTransformer):
         if op is None:
             return node
         site = self._site(node, op[1])
-        call = ast.Call(ast.Name(f"__cu_op{op[0]}", ast.Load()), [node.left, node.right, site], [])
+        call = ast.Call(ast.Name(f"__cu_op{op[0]}__", ast.Load()), [node.left, node.right, site], [])
         return ast.copy_location(call, node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
@@ -103,18 +103,18 @@ class _Rewriter(ast.NodeTransformer):
         site = self._site(node, op[1] + "=")
         if isinstance(target, ast.Name):
             load = ast.Name(target.id, ast.Load())
-            value = ast.Call(ast.Name("__cu_iop", ast.Load()), [ast.Constant(op[0]), load, node.value, site], [])
+            value = ast.Call(ast.Name("__cu_iop__", ast.Load()), [ast.Constant(op[0]), load, node.value, site], [])
             return ast.copy_location(ast.Assign([ast.Name(target.id, ast.Store())], value), node)
         if isinstance(target, ast.Attribute):
             call = ast.Call(
-                ast.Name("__cu_iattr", ast.Load()),
+                ast.Name("__cu_iattr__", ast.Load()),
                 [ast.Constant(op[0]), target.value, ast.Constant(target.attr), node.value, site],
                 [],
             )
             return ast.copy_location(ast.Expr(call), node)
         if isinstance(target, ast.Subscript):
             call = ast.Call(
-                ast.Name("__cu_iitem", ast.Load()),
+                ast.Name("__cu_iitem__", ast.Load()),
                 [ast.Constant(op[0]), target.value, _as_expression(target.slice), node.value, site],
                 [],
             )
@@ -132,7 +132,7 @@ class _Rewriter(ast.NodeTransformer):
         if name not in SENSITIVE_CALLS:
             return node
         site = self._site(node, "call")
-        call = ast.Call(ast.Name("__cu_call", ast.Load()), [site, func, *node.args], node.keywords)
+        call = ast.Call(ast.Name("__cu_call__", ast.Load()), [site, func, *node.args], node.keywords)
         return ast.copy_location(call, node)
 
 

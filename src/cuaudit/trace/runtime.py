@@ -312,8 +312,8 @@ def _result_type(site: int, f: Any, args: tuple, kwargs: dict) -> Any:
 
 def hooks() -> dict[str, Any]:
     """The names rewritten code refers to (put into each traced module's globals)."""
-    names = {"__cu_binop": binop, "__cu_iop": iop, "__cu_iattr": iattr, "__cu_iitem": iitem, "__cu_call": call}
-    names.update({f"__cu_op{i}": fn for i, fn in enumerate(_OP_HOOKS)})
+    names = {"__cu_binop__": binop, "__cu_iop__": iop, "__cu_iattr__": iattr, "__cu_iitem__": iitem, "__cu_call__": call}
+    names.update({f"__cu_op{i}__": fn for i, fn in enumerate(_OP_HOOKS)})
     return names
 
 
