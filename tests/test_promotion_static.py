@@ -238,3 +238,27 @@ def test_a_cupy_release_is_judged_by_its_own_version(wheel_factory, version, sev
     report = audit([str(whl)], config=Config(cache=False, select=("CU401",)))
     [f] = report.findings
     assert f.severity is severity and f"cupy-cuda12x {version} itself" in f.message
+
+
+COPYTO = """\
+import cupy as cp
+out = cp.empty(3)
+cp.copyto(out, 0.5)
+cp.copyto(out, src=-1)
+cp.copyto(out, cp.zeros(3))
+r = cp.select([out > 0], [out])
+r2 = cp.select([out > 0], [out], cp.nan)
+r3 = cp.select([out > 0], [out], default=cp.zeros(3))
+"""
+
+
+@pytest.mark.parametrize("cupy_req, severity", [("cupy-cuda12x==13.2.0", Severity.ERROR),
+                                                ("cupy-cuda12x>=13.3.0", Severity.INFO), (None, Severity.WARNING)])
+def test_copyto_and_select_with_python_scalars(tree_factory, cupy_req, severity):
+    files = {"m.py": COPYTO}
+    if cupy_req:
+        files["requirements.txt"] = cupy_req + "\n"
+    report = run(tree_factory, files, select="CU406")
+    assert [(f.location.line, f.evidence["scalar"]) for f in report.findings] == [
+        (3, "0.5"), (4, "-1"), (6, "default=0 (implicit)"), (7, "cp.nan")]
+    assert {f.severity for f in report.findings} == {severity}

@@ -4,7 +4,7 @@ Two extractors:
 
 * ``promotion_source`` (Python modules): Python scalars used as operands in
   ``cupy.fuse`` kernels, ``numpy.can_cast``/``cupy.can_cast`` given a Python
-  scalar, and arithmetic whose NumPy 1.x and NumPy 2 results differ where the
+  scalar, ``cupy.copyto``/``cupy.select`` given one, and arithmetic whose NumPy 1.x and NumPy 2 results differ where the
   operands' dtypes are written down locally (``dtype=``, ``astype``,
   ``np.float32(...)`` scalars, literals).
 * ``promotion_requirements`` (``pyproject.toml``, ``requirements*.txt``,
@@ -151,6 +151,16 @@ class CanCastScalar:
 
 
 @dataclass(frozen=True)
+class CopytoScalar:
+    """``cupy.copyto(dst, scalar)`` / ``cupy.select(..., default=scalar)`` with a Python scalar (CU406)."""
+
+    span: Span
+    function: str
+    text: str  # the scalar's source, or "default=0 (implicit)"
+    value: str
+
+
+@dataclass(frozen=True)
 class ChangedOperation:
     """An operation whose NumPy 1.x and NumPy 2 outcomes differ, with dtypes known locally.
 
@@ -174,6 +184,7 @@ class PromotionFacts:
     fused: tuple[FusedScalar, ...] = ()
     can_cast: tuple[CanCastScalar, ...] = ()
     changed: tuple[ChangedOperation, ...] = ()
+    copyto: tuple[CopytoScalar, ...] = ()
     imports_cupy: bool = False
     imports_numpy: bool = False
 
@@ -204,6 +215,7 @@ class _Analysis:
         self.fused: list[FusedScalar] = []
         self.can_cast: list[CanCastScalar] = []
         self.changed: list[ChangedOperation] = []
+        self.copyto: list[CopytoScalar] = []
         self.module_scalars: dict[str, Any] = {}
         self.module_types: dict[str, _Typed] = {}
         self.seen: set[tuple] = set()
@@ -471,6 +483,8 @@ class _Analysis:
                 if ok:
                     self.can_cast.append(CanCastScalar(self.span(node), q, self.text(node.args[0]), repr(value),
                                                        self.span(node.args[0])))
+            if q in ("cupy.copyto", "cupy.select"):
+                self.check_copyto(node, q, scalars)
             if self.known_dtypes:
                 self.check_conversion(node, q, scalars)
         elif not self.known_dtypes:
@@ -485,6 +499,21 @@ class _Analysis:
             right = self.typed(node.value, env, scalars)
             if left and right and left.category == "array":
                 self.check_binop(node, _ARITH[type(node.op)] + "=", left, right, node.target, node.value, inplace=True)
+
+    def check_copyto(self, node: ast.Call, q: str, scalars: dict[str, Any]) -> None:
+        """The scalar source of ``cupy.copyto``, and ``cupy.select``'s default (0 when omitted)."""
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            return
+        name = "src" if q == "cupy.copyto" else "default"
+        pos = 1 if q == "cupy.copyto" else 2
+        arg = node.args[pos] if len(node.args) > pos else next((k.value for k in node.keywords if k.arg == name), None)
+        if arg is None:
+            if q == "cupy.select":
+                self.copyto.append(CopytoScalar(self.span(node), q, "default=0 (implicit)", "0"))
+            return
+        ok, value = self.literal(arg, scalars)
+        if ok:
+            self.copyto.append(CopytoScalar(self.span(arg), q, self.text(arg), repr(value)))
 
     def check_conversion(self, node: ast.Call, q: str | None, scalars: dict[str, Any]) -> None:
         """``np.uint8(300)`` and ``np.array([300], dtype=np.uint8)``: OverflowError on NumPy 2."""
@@ -797,6 +826,7 @@ def analyse_source(source: str, filename: str = "<source>", *, known_dtypes: boo
         fused=tuple(analysis.fused),
         can_cast=tuple(analysis.can_cast),
         changed=tuple(sorted(set(analysis.changed), key=lambda c: (c.span.line, c.span.column, c.kind))),
+        copyto=tuple(analysis.copyto),
         imports_cupy=any(v.split(".")[0] in ("cupy", "cupyx") for v in values),
         imports_numpy=any(v.split(".")[0] == "numpy" for v in values),
     )
@@ -806,7 +836,7 @@ class PromotionSourceExtractor(Extractor):
     """CU4xx facts of Python modules (``ast`` only; nothing is imported)."""
 
     name = "promotion_source"
-    version = 2
+    version = 3
 
     def applies(self, member: Member) -> bool:
         return member.kind is MemberKind.PYTHON or (member.kind is MemberKind.BUILD and member.path.endswith(".py"))
@@ -820,7 +850,7 @@ class PromotionSourceExtractor(Extractor):
             # Installed libraries: only what crashes their users (CU401 fused kernels, CU402
             # can_cast).  Their internal dtype choices (NumPy's own tests exercise every
             # promotion on purpose) are their maintainers' business, and the files are many.
-            if "fuse" not in text and "can_cast" not in text:
+            if not any(token in text for token in ("fuse", "can_cast", "copyto", "select")):
                 return PromotionFacts()
             return analyse_source(text, reader.path, known_dtypes=False)
         return analyse_source(text, reader.path)

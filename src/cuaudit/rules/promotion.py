@@ -35,6 +35,9 @@ CUPY_BROKEN = ">=13.0.0,<13.4.1"
 _CUPY_BROKEN_RELEASES = ("13.0.0", "13.1.0", "13.2.0", "13.3.0", "13.4.0")
 _NUMPY2_RELEASES = ("2.0.0", "2.0.1", "2.0.2", "2.1.0", "2.1.3", "2.2.0", "2.2.6", "2.3.0", "2.3.5", "2.4.0",
                     "2.4.6", "2.99.0")
+#: CuPy releases whose cupy.copyto calls numpy.can_cast on a Python scalar source (fixed in 13.3.0).
+CUPY_COPYTO_BROKEN = ">=13.0.0,<13.3.0"
+_CUPY_COPYTO_BROKEN_RELEASES = ("13.0.0", "13.1.0", "13.2.0")
 _CUPY_NAME = re.compile(r"^cupy(-cuda\d+x?|-rocm-[\d-]+|-wheel)?$")
 
 
@@ -67,10 +70,18 @@ class Versions:
     where: str = ""
 
     def fuse_verdict(self) -> Verdict:
+        return self.cupy_verdict(CUPY_BROKEN, _CUPY_BROKEN_RELEASES, "13.4.1", "CuPy's fusion")
+
+    def copyto_verdict(self) -> Verdict:
+        return self.cupy_verdict(CUPY_COPYTO_BROKEN, _CUPY_COPYTO_BROKEN_RELEASES, "13.3.0", "cupy.copyto")
+
+    def cupy_verdict(self, broken_spec: str, broken_releases: tuple[str, ...], fixed_in: str, what: str) -> Verdict:
+        """Can a CuPy release in ``broken_spec`` meet NumPy >= 2 with these versions?"""
         from packaging.specifiers import InvalidSpecifier, SpecifierSet
         from packaging.version import InvalidVersion, Version
 
-        broken = SpecifierSet(CUPY_BROKEN)
+        broken = SpecifierSet(broken_spec)
+        span = f"CuPy {broken_releases[0].rsplit('.', 1)[0]}-{broken_releases[-1]}"
         if self.source == "environment":
             if not self.cupy:
                 return Verdict("excluded", f"no CuPy is installed in the environment ({self.where})")
@@ -84,7 +95,7 @@ class Versions:
             installed = f"{name} {ver} and " + (f"numpy {np_ver}" if np_ver else "no NumPy") + " are installed"
             if cupy_bad and numpy2:
                 return Verdict("admitted", installed)
-            why = "CuPy's fusion is fixed in 13.4.1" if not cupy_bad else "NumPy 1.x still accepts Python scalars in can_cast"
+            why = f"{what} is fixed in {fixed_in}" if not cupy_bad else "NumPy 1.x still accepts Python scalars in can_cast"
             return Verdict("excluded", f"{installed}; {why}")
         if self.source == "declared" and self.cupy:
             try:
@@ -92,13 +103,13 @@ class Versions:
                 numpy_specs = [SpecifierSet(s) for s in self.numpy]
             except InvalidSpecifier as exc:
                 return Verdict("unknown", f"unparsable requirement in {self.where}: {exc}")
-            cupy_ok = any(all(s.contains(v, prereleases=True) for s in cupy_specs) for v in _CUPY_BROKEN_RELEASES)
+            cupy_ok = any(all(s.contains(v, prereleases=True) for s in cupy_specs) for v in broken_releases)
             numpy_ok = any(all(s.contains(v, prereleases=True) for s in numpy_specs) for v in _NUMPY2_RELEASES)
             decl = ", ".join(f"{n}{s or ' (any version)'}" for n, s in self.cupy)
             decl += "; " + (", ".join(f"numpy{s}" for s in self.numpy if s) or "numpy unconstrained")
             if cupy_ok and numpy_ok:
-                return Verdict("admitted", f"the declared requirements ({decl}, in {self.where}) admit CuPy 13.0-13.4.0 with NumPy >= 2")
-            return Verdict("excluded", f"the declared requirements ({decl}, in {self.where}) exclude CuPy 13.0-13.4.0 with NumPy >= 2")
+                return Verdict("admitted", f"the declared requirements ({decl}, in {self.where}) admit {span} with NumPy >= 2")
+            return Verdict("excluded", f"the declared requirements ({decl}, in {self.where}) exclude {span} with NumPy >= 2")
         return Verdict("unknown", "no CuPy version is known (give the environment with --python, or declare cupy in pyproject.toml)")
 
     def numpy2_verdict(self) -> Verdict:
@@ -320,6 +331,66 @@ class CanCastPythonScalar(_SourceRule):
                     fix=f"Compare against `np.iinfo`/`np.finfo` bounds, or use `np.can_cast(np.min_scalar_type({c.text}), ...)` "
                     "for the value-based answer.",
                     evidence={"function": c.function, "argument": c.text, "value": c.value, "versions": verdict.state},
+                    key=f"{c.function}:{c.text}",
+                    severity=verdict.severity(),
+                )
+
+
+class CopytoPythonScalar(_SourceRule):
+    """## What it does
+    Finds `cupy.copyto(dst, src)` whose `src` is a Python scalar, and
+    `cupy.select(condlist, choicelist, default)` whose `default` is a Python
+    scalar or omitted (it defaults to the Python int `0`).
+
+    Severity follows the versions in play, as for CU401: **error** where CuPy
+    13.0-13.2 can meet NumPy >= 2, **info** where the versions exclude it,
+    **warning** when unknown.
+
+    ## Why is this bad?
+    CuPy 13.0-13.2's `copyto` checked a Python-scalar source with
+    `numpy.can_cast(src, dst.dtype, casting)`, which NumPy 2 rejects:
+    `TypeError: can_cast() does not support Python ints, floats, and
+    complex`. `cupy.select` fills its result with `copyto(result, default)`,
+    so every `cupy.select` call without an array default failed
+    (cupy/cupy#8453; scikit-hep/awkward#3243 hit it through `copyto`).
+    CuPy 13.3.0 checks the cast with `numpy.copyto` instead.
+
+    ## Example
+    ```python
+    cupy.copyto(out, 0.5)
+    r = cupy.select([x > 0], [x], cupy.nan)
+    ```
+
+    ## Use instead
+    ```python
+    cupy.copyto(out, cupy.asarray(0.5, dtype=out.dtype))
+    r = cupy.select([x > 0], [x], cupy.asarray(cupy.nan, dtype=x.dtype))
+    ```
+    or require `cupy>=13.3.0`.
+
+    ## Fix safety
+    No automatic fix: the dtype of the 0-d array to pass depends on the target.
+    """
+
+    code = "CU406"
+    name = "copyto-python-scalar"
+    summary = "cupy.copyto / cupy.select with a Python scalar (TypeError with CuPy 13.0-13.2 and NumPy 2)"
+    severity = Severity.ERROR
+
+    def check(self, ctx: "RuleContext") -> Iterable[Finding]:
+        for art, member, facts in self.facts(ctx):
+            if not getattr(facts, "copyto", ()):
+                continue
+            verdict = versions_for(ctx, art).copyto_verdict()
+            for c in facts.copyto:
+                what = "source" if c.function == "cupy.copyto" else "default"
+                yield self.finding(
+                    _location(art, member.path, c.span, symbol=c.function),
+                    f"`{c.function}` gets the Python scalar {what} `{c.text}`: CuPy 13.0-13.2 checks it with "
+                    f"numpy.can_cast, a TypeError under NumPy 2; {verdict.evidence}",
+                    fix="Pass a 0-d array of the target's dtype (`cupy.asarray(v, dtype=dst.dtype)`), or require "
+                    "cupy>=13.3.0.",
+                    evidence={"function": c.function, "scalar": c.text, "value": c.value, "versions": verdict.state},
                     key=f"{c.function}:{c.text}",
                     severity=verdict.severity(),
                 )
