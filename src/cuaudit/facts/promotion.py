@@ -617,16 +617,14 @@ class _Analysis:
     def check_strong_scalar(self, node: ast.AST, op: str, arr: _Typed, sc: _Typed, snode: ast.AST, arr_first: bool) -> None:
         """An array with a NumPy scalar: legacy looked at the scalar's value, NEP 50 at its dtype."""
         ka, ks = _kind(arr.dtype), _kind(sc.dtype)
-        order = "buifc"
         if ka == "b" or ks == "b":
             return
         new = promote(arr.dtype, sc.dtype)
         if new == arr.dtype:
             return
-        # value-based casting applied when the scalar's kind was not above the array's
-        same_or_lower = ("uif c".index(ks) if ks != "c" else 4) <= ("uif c".index(ka) if ka != "c" else 4) or (
-            ks in "ui" and ka in "ui")
-        if not same_or_lower or sc.value is None:
+        # value-based casting applied when the scalar's kind (integer < inexact) was not above the array's
+        rank = {"u": 1, "i": 1, "f": 2, "c": 2}
+        if rank[ks] > rank[ka] or sc.value is None:
             return
         legacy = _legacy_array_scalar(arr.dtype, sc.dtype, sc.value)
         if legacy is None or legacy == new:
@@ -726,17 +724,6 @@ class _Scope:
 
 
 _SCOPE_OWNERS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
-
-
-def _children(node: ast.AST) -> list[ast.AST]:
-    out: list[ast.AST] = []
-    for name in node._fields:
-        value = getattr(node, name, None)
-        if isinstance(value, ast.AST):
-            out.append(value)
-        elif isinstance(value, list):
-            out.extend(v for v in value if isinstance(v, ast.AST))
-    return out
 
 
 def _build_scopes(tree: ast.Module) -> list[_Scope]:
