@@ -125,3 +125,22 @@ def test_table_is_in_sync_with_its_generator(table):
     expected = [{"op": c["op"], "operands": c["operands"]} for c in gen.cases()]
     assert [{"op": c["op"], "operands": c["operands"]} for c in table["cases"]] == expected
     assert table["generator"] == "scripts/gen_legacy_promotion_table.py"
+
+
+def test_tracer_cache_key_never_merges_operands_with_different_legacy_outcomes(table):
+    """The tracer caches legacy outcomes by a cheap operand signature: it must be as fine as the model."""
+    from cuaudit.trace import runtime
+
+    assert runtime._numpy_ready()
+    values = [_decode(c["operands"][1]["python"]) for c in table["cases"]
+              if c["op"] == "add" and c["operands"][0] == {"array": "int8"} and "python" in c["operands"][1]]
+    values += [np.float32(70000.0), np.int16(-129), np.uint64(2**63), np.array(300), np.array(1e39)]
+    dtypes = ["bool", "int8", "uint8", "int16", "uint32", "int64", "uint64", "float16", "float32", "complex64"]
+    for ufunc in (np.add, np.power, np.true_divide, np.bitwise_and):
+        for dt in dtypes:
+            arr = np.ones(2, dt)
+            seen: dict = {}
+            for v in values:
+                key = (runtime._signature(arr), runtime._signature(v))
+                outcome = L.ufunc_outcome(ufunc, [L.operand(arr), L.operand(v)])
+                assert seen.setdefault(key, outcome) == outcome, (ufunc, dt, v)

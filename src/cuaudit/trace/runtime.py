@@ -195,6 +195,33 @@ def _record(site: int, kind: str, legacy: str, new: str, operands: str) -> None:
 _CACHE: dict[tuple, Any] = {}
 
 
+def _value_class(v: Any) -> tuple:
+    """What legacy promotion looks at in a scalar's value (min_scalar_type's thresholds)."""
+    t = type(v)
+    if t is bool:
+        return (v,)
+    if t is int:
+        # the power-of-two thresholds, and the sign (small-unsigned flag, negative powers)
+        return (v >= 0, (v if v >= 0 else -v - 1).bit_length())
+    if t is float:
+        a = abs(v)
+        return (0 if a < 65000 or a != a or a == float("inf") else 1 if a < 3.4e38 else 2,)
+    if t is complex:
+        return (abs(v.real) < 3.4e38 and abs(v.imag) < 3.4e38,)
+    return (v,)
+
+
+def _signature(x: Any) -> tuple:
+    """A cheap cache key equivalent to ``legacy.operand(x)`` for the legacy outcome."""
+    t = type(x)
+    if t in _PY_SCALARS:
+        return (t, _value_class(x))
+    dtype = getattr(x, "dtype", None)
+    if isinstance(x, _generic) or (t is _nd and x.ndim == 0):
+        return (t, dtype, _value_class(x.item()))
+    return (t, dtype, getattr(x, "ndim", 1) == 0)
+
+
 def _legacy_outcome(ufunc: Any, ops: list, inplace: bool) -> Any:
     old = _legacy.ufunc_outcome(ufunc, ops)
     if inplace and old.dtype is not None and old.error is None:
@@ -215,11 +242,10 @@ def _operands_text(args: tuple, symbol: str) -> str:
 def _checked(fn: Callable[..., Any], ufunc: Any, args: tuple, site: int, symbol: str, *, inplace: bool) -> Any:
     CALLS["slow"] += 1
     try:
-        ops = [_legacy.operand(x) for x in args]
-        key = (ufunc, inplace, *ops)
+        key = (ufunc, inplace, _signature(args[0]), _signature(args[1]))
         old = _CACHE.get(key)
         if old is None:
-            old = _legacy_outcome(ufunc, ops, inplace)
+            old = _legacy_outcome(ufunc, [_legacy.operand(x) for x in args], inplace)
             if len(_CACHE) > 8192:
                 _CACHE.clear()
             _CACHE[key] = old
