@@ -14,12 +14,13 @@ Cases for features that are still being written report
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import sys
 from pathlib import Path
 from typing import Callable
 
-from harness import Case, Cmd, Corpus, CorpusFiles, ElfMembers, Environment, Interpreter, Member, Target
+from harness import Case, Cmd, Corpus, CorpusFiles, ElfMembers, Environment, Interpreter, Member, Script, Target
 
 # -- what this machine and this cuaudit have -----------------------------------------
 
@@ -248,6 +249,68 @@ def env_cases(name: str, title: str, env: Environment, *, cold_targets=(), cache
     ]
 
 
+#: NumPy-heavy programs for the NEP 50 tracer; each times its own compute
+#: section and prints it as the JSON summary (the traced run's stdout is the
+#: program's: the report goes to -o)
+TRACE_WORKLOADS = {
+    # array-array arithmetic on mid-size arrays: what numerical code mostly does
+    "arrays-1e4": """
+import json, numpy as np, time
+rng = np.random.default_rng(0)
+a = rng.random(10_000, dtype=np.float32); b = rng.random(10_000, dtype=np.float32)
+t = time.perf_counter()
+for i in range(3000):
+    c = a * b + a - b
+    d = np.sqrt(c * c + b * b) / (a + b)
+    a, b = d, c
+print(json.dumps({"seconds": time.perf_counter() - t}))
+""",
+    # the worst case for per-operation overhead: tiny arrays, no scalars
+    "arrays-10": """
+import json, numpy as np, time
+a = np.ones(10, np.float64); b = np.ones(10, np.float64)
+t = time.perf_counter()
+for i in range(100_000):
+    c = a * b + a - b
+print(json.dumps({"seconds": time.perf_counter() - t}))
+""",
+    # scalar operands everywhere: every operation goes through the legacy model
+    "scalars-1e4": """
+import json, numpy as np, time
+a = np.ones(10_000, np.float32)
+t = time.perf_counter()
+for i in range(3000):
+    c = a * 2.0 + 1
+    d = (c - 0.5) / 3
+print(json.dumps({"seconds": time.perf_counter() - t}))
+""",
+    # pure-Python arithmetic in the traced module (not NumPy)
+    "python-ints": """
+import json, time
+t = time.perf_counter()
+s = 0
+for i in range(1_000_000):
+    s = s + i * 2 - 1
+print(json.dumps({"seconds": time.perf_counter() - t}))
+""",
+}
+
+
+def trace_case(name: str, **kw) -> Case:
+    """``cuaudit trace -- python script.py`` against ``python script.py``."""
+    script = Script(name.replace("-", "_"), TRACE_WORKLOADS[name])
+    return Case(
+        f"trace-{name}", f"NEP 50 tracer overhead: {name}", {"script": script},
+        cuaudit=Cmd("cuaudit trace -- python script",
+                    (*CUAUDIT, "trace", "--no-cache", "--isolated", "-q", "-f", "json", "-o", os.devnull, "--exit-zero",
+                     "--", "{py}", "{script}"),
+                    summary=True, requires=has_module("cuaudit.commands.trace", "feature not present (cuaudit trace)")),
+        peers=(Cmd("python script (untraced)", ("{py}", "{script}"), summary=True,
+                   requires=has_module("numpy", "numpy (pip install -e '.[bench]')")),),
+        **kw,
+    )
+
+
 # -- the inputs ---------------------------------------------------------------------
 
 CUPY14 = "cupy_cuda12x-14.2.0-*.whl"
@@ -317,6 +380,13 @@ CASES: list[Case] = [
     devicecode_case("devicecode-cublasLt", "device code of libcublasLt.so.12 (749 MB, ~6,000 entries)",
                     Member(CUBLAS12, "nvidia/cublas/lib/libcublasLt.so.12"),
                     targets=(Target("speedup", 10, "cuobjdump"), Target("peak_mb", 300))),
+    devicecode_case("devicecode-cupy-thrust", "device code of cupy/cuda/thrust (77 MB, 69 MB of device code)",
+                    Member(CUPY14, "cupy/cuda/thrust.cpython-311-x86_64-linux-gnu.so")),
+    Case("devicecode-cublas-wheel", "device code of the whole nvidia-cublas-cu12 wheel (581 MB zip), read in place",
+         {"wheel": Corpus(CUBLAS12)},
+         cuaudit=Cmd("cuaudit archs", (*CUAUDIT, "archs", "--no-cache", "{wheel}"), ok=(0, 1),
+                     requires=has_module("cuaudit.commands.archs", "feature not present (cuaudit archs)")),
+         floor=inflate_floor("elf"), targets=(Target("over_floor", 1.3),)),
     devicecode_case("devicecode-libtorch_cuda", "device code of libtorch_cuda.so (1 GB, 2,758 entries)",
                     Member(TORCH, "torch/lib/libtorch_cuda.so"),
                     targets=(Target("speedup", 10, "cuobjdump"), Target("peak_mb", 300))),
@@ -327,6 +397,9 @@ CASES: list[Case] = [
     *env_cases("env-large", "env of a full CUDA Python environment (torch, cupy, cuda-bindings, rmm, "
                "CUDA 11 and 12 libraries)", LARGE_ENV,
                cold_targets=(Target("seconds", 10),), cached_targets=(Target("seconds", 1),)),
+    # the NEP 50 tracer's cost on the user's own program (cuaudit trace)
+    *(trace_case(name, targets=(Target("work_overhead", 2, "python"),) if name.startswith("arrays") else ())
+      for name in TRACE_WORKLOADS),
     # an environment that exists already: the GPU machine's CUDA Python stack
     # (CUAUDIT_BENCH_PYTHON=/path/to/python; see scripts/device/bench_env.sh)
     *env_cases("env-here", "env of $CUAUDIT_BENCH_PYTHON's environment", Interpreter("CUAUDIT_BENCH_PYTHON"),

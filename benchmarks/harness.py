@@ -142,6 +142,24 @@ class CorpusFiles(Input):
 
 
 @dataclass(frozen=True)
+class Script(Input):
+    """A small program written from source into the cache (tracer workloads)."""
+
+    name: str
+    source: str
+
+    def _resolve(self, run: Run) -> Path:
+        digest = hashlib.sha256(self.source.encode()).hexdigest()[:12]
+        path = cache_dir() / "scripts" / digest / f"{self.name}.py"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f"{path.name}.{os.getpid()}.part")
+            tmp.write_text(self.source)
+            tmp.rename(path)
+        return path
+
+
+@dataclass(frozen=True)
 class Member(Input):
     """One member of a corpus wheel, extracted once into the cache."""
 
@@ -328,7 +346,7 @@ class Cmd:
 class Target:
     """A goal from issue 8, checked on the medians of one run."""
 
-    kind: str  # seconds | over_floor | speedup | rate | peak_mb
+    kind: str  # seconds | over_floor | speedup | rate | peak_mb | overhead | work_overhead
     value: float
     peer: str = ""  # for speedup: label prefix of the peer
 
@@ -339,6 +357,8 @@ class Target:
             "speedup": f"≥ {self.value:g}× faster than {self.peer}",
             "rate": f"≥ {self.value:,.0f} items/s",
             "peak_mb": f"peak < {self.value:g} MB",
+            "overhead": f"≤ {self.value:g}× the time of {self.peer} (whole process)",
+            "work_overhead": f"≤ {self.value:g}× {self.peer}'s own work time (in-process)",
         }[self.kind]
 
     def evaluate(self, result: "CaseResult") -> tuple[str, str]:
@@ -365,6 +385,17 @@ class Target:
                 return "n/a", "no floor"
             r = cu.median / fl.median
             return _verdict(r <= self.value), f"{r:.2f}× floor"
+        if self.kind in ("overhead", "work_overhead"):
+            base = next((p for p in result.peers if p.label.startswith(self.peer) and p.median), None)
+            if base is None:
+                return "n/a", f"{self.peer} did not run"
+            if self.kind == "overhead":
+                r = cu.median / base.median
+            elif cu.work_seconds and base.work_seconds:
+                r = cu.work_seconds / base.work_seconds
+            else:
+                return "n/a", "no in-process time"
+            return _verdict(r <= self.value), f"{r:.2f}×"
         if self.kind == "speedup":
             peer = next((p for p in result.peers if p.label.startswith(self.peer) and p.median), None)
             if peer is None:
@@ -739,7 +770,8 @@ class Runner:
                     cr.na = str(s.summary["na"])
                 elif s.rc not in cmd.ok:
                     timed_out = s.wall >= self.timeout
-                    cr.failed = f"timed out after {self.timeout:.0f} s" if timed_out else f"exit {s.rc}: {_last_line(s)}"
+                    cr.failed = (f"timed out after {self.timeout:.0f} s" if timed_out
+                                 else f"exit {s.rc}: {_last_line(s)}")
                 else:
                     cr.samples.append(s)
         return result
@@ -937,6 +969,8 @@ def case_rows(results: list[CaseResult]) -> list[list[str]]:
                 extra = f"{c.bytes / 2**20:,.1f} MB read, {c.bytes / 2**20 / c.median:,.0f} MB/s"
             elif c.summary_value("files"):
                 extra = f"{c.summary_value('files'):,} files"
+            elif c.work_seconds:
+                extra = f"work {c.work_seconds:.3f} s in-process"
             cu = r.cuaudit
             if c.role == "peer" and c.digest and cu is not None and cu.digest:
                 extra += "; same listing as cuaudit" if c.digest == cu.digest else "; listing DIFFERS from cuaudit's"
