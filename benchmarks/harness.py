@@ -649,6 +649,7 @@ class CmdResult:
             "peak_mb": round(self.peak_mb, 1) if self.samples else None,
             "items": self.items,
             "bytes": self.bytes,
+            "summary": next((x.summary for x in self.samples if x.summary), None),
             "samples": [
                 {"wall_s": round(s.wall, 4), "cpu_s": round(s.cpu, 4), "maxrss_mb": round(s.maxrss_mb, 1),
                  "tree_pss_mb": round(s.tree_mb, 1), "rc": s.rc}
@@ -843,6 +844,33 @@ def linear_fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, 
     return a, b, (1 - ss_res / ss_tot) if ss_tot else 1.0
 
 
+def linear_fit2(xs: Sequence[float], zs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, float, float]:
+    """Least squares y = a + b·x + c·z: (a, b, c, R²); zeros when singular."""
+    n = len(ys)
+    if n < 3:
+        return 0.0, 0.0, 0.0, 0.0
+    mx, mz, my = sum(xs) / n, sum(zs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    szz = sum((z - mz) ** 2 for z in zs)
+    sxz = sum((x - mx) * (z - mz) for x, z in zip(xs, zs))
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    szy = sum((z - mz) * (y - my) for z, y in zip(zs, ys))
+    det = sxx * szz - sxz * sxz
+    if abs(det) < 1e-12:
+        return 0.0, 0.0, 0.0, 0.0
+    b = (sxy * szz - szy * sxz) / det
+    c = (szy * sxx - sxy * sxz) / det
+    a = my - b * mx - c * mz
+    ss_tot = sum((y - my) ** 2 for y in ys)
+    ss_res = sum((y - a - b * x - c * z) ** 2 for x, z, y in zip(xs, zs, ys))
+    return a, b, c, (1 - ss_res / ss_tot) if ss_tot else 1.0
+
+
+def _fit2_json(fit: tuple[float, float, float, float]) -> dict:
+    return {"constant_s": round(fit[0], 4), "ms_per_mb": round(fit[1] * 1000, 4),
+            "ms_per_file": round(fit[2] * 1000, 4), "r2": round(fit[3], 4)}
+
+
 def _fit_json(fit: tuple[float, float, float]) -> dict:
     return {"constant_s": round(fit[0], 4), "ms_per_mb": round(fit[1] * 1000, 4), "r2": round(fit[2], 4)}
 
@@ -856,12 +884,15 @@ def scaling_summary(results: list[CaseResult]) -> dict:
             points.append({"name": r.case.name, "na": r.na or cu and (cu.na or cu.failed) or "did not run"})
             continue
         read = fl.bytes if fl is not None else None
+        files = fl.summary_value("files") if fl is not None else None
         points.append({
             "name": r.case.name,
             "title": r.case.title,
             "zip_mb": round((r.input_bytes or 0) / 2**20, 2),
             "read_mb": None if read is None else round(read / 2**20, 2),
+            "files": files,
             "cuaudit_s": round(cu.median, 4),
+            "cuaudit_cpu_s": round(cu.cpu or 0.0, 4),
             "floor_s": None if fl is None or fl.median is None else round(fl.median, 4),
             "peak_mb": round(cu.peak_mb, 1),
         })
@@ -871,8 +902,16 @@ def scaling_summary(results: list[CaseResult]) -> dict:
     fit_m = linear_fit(xs, [p["peak_mb"] for p in ok])
     fit_f = linear_fit(xs, [p["floor_s"] for p in ok if p["floor_s"] is not None]) if all(
         p["floor_s"] is not None for p in ok) else (0.0, 0.0, 0.0)
+    # per file as well as per MB: analysing a Python source costs per file,
+    # whatever its size
+    two = [p for p in ok if p.get("files")]
+    fit_2 = linear_fit2([p["read_mb"] for p in two], [p["files"] for p in two], [p["cuaudit_s"] for p in two])
+    # CPU time (the command and its workers) is the steadier figure on a shared machine
+    fit_c = linear_fit2([p["read_mb"] for p in two], [p["files"] for p in two], [p["cuaudit_cpu_s"] for p in two])
     return {
         "points": points,
+        "time_fit2": _fit2_json(fit_2),
+        "cpu_fit2": _fit2_json(fit_c),
         "time_fit": _fit_json(fit_t),
         "floor_fit": _fit_json(fit_f),
         "memory_fit": {"constant_mb": round(fit_m[0], 1), "mb_per_mb": round(fit_m[1], 4), "r2": round(fit_m[2], 4)},
@@ -1016,23 +1055,28 @@ def scaling_rows(summary: dict) -> list[list[str]]:
     rows = []
     for p in summary["points"]:
         if "na" in p:
-            rows.append([p["name"], "", "", "n/a", "", "", p["na"]])
+            rows.append([p["name"], "", "", "", "n/a", "", "", p["na"]])
             continue
         per_mb = "" if not p["read_mb"] else f"{p['cuaudit_s'] * 1000 / p['read_mb']:.2f}"
         rows.append([
             p["name"], f"{p['zip_mb']:.1f}", "—" if p["read_mb"] is None else f"{p['read_mb']:.1f}",
+            "—" if p.get("files") is None else f"{p['files']:,}",
             _fmt_s(p["cuaudit_s"]), _fmt_s(p["floor_s"]), f"{p['peak_mb']:.0f}", per_mb,
         ])
     return rows
 
 
-SCALING_HEADER = ["wheel", "zip MB", "read MB", "cuaudit s", "floor s", "peak MB", "ms/MB read"]
+SCALING_HEADER = ["wheel", "zip MB", "read MB", "files read", "cuaudit s", "floor s", "peak MB", "ms/MB read"]
 
 
 def scaling_text(summary: dict) -> str:
     t, f, m = summary["time_fit"], summary["floor_fit"], summary["memory_fit"]
+    t2, c2 = summary["time_fit2"], summary["cpu_fit2"]
     return (
         f"fit over MB read: cuaudit time = {t['constant_s']:.3f} s + {t['ms_per_mb']:.3f} ms/MB (R² {t['r2']:.3f}); "
         f"floor = {f['constant_s']:.3f} s + {f['ms_per_mb']:.3f} ms/MB (R² {f['r2']:.3f}); "
-        f"peak memory = {m['constant_mb']:.0f} MB + {m['mb_per_mb']:.3f} MB/MB (R² {m['r2']:.3f})"
+        f"peak memory = {m['constant_mb']:.0f} MB + {m['mb_per_mb']:.3f} MB/MB (R² {m['r2']:.3f}); "
+        f"over MB and files: cuaudit time = {t2['constant_s']:.3f} s + {t2['ms_per_mb']:.3f} ms/MB + "
+        f"{t2['ms_per_file']:.3f} ms/file (R² {t2['r2']:.3f}), CPU time = {c2['constant_s']:.3f} s + "
+        f"{c2['ms_per_mb']:.3f} ms/MB + {c2['ms_per_file']:.3f} ms/file (R² {c2['r2']:.3f})"
     )

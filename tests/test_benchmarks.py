@@ -195,3 +195,9 @@ def test_runner_alternates_and_reports_failures_and_missing_tools(tmp_path: Path
     rows = harness.case_rows([result])
     assert [r[1] for r in rows] == ["cu", "peer", "broken", "absent", "floor: floor"]
     assert rows[2][2] == "failed" and rows[3][2] == "n/a"
+
+
+def test_two_variable_fit_separates_per_mb_and_per_file_costs() -> None:
+    mb, files = [1, 10, 100, 5, 50], [100, 20, 1000, 3000, 7]
+    a, b, c, r2 = harness.linear_fit2(mb, files, [0.2 + 0.01 * x + 0.003 * z for x, z in zip(mb, files)])
+    assert (a, b, c, r2) == (pytest.approx(0.2), pytest.approx(0.01), pytest.approx(0.003), pytest.approx(1.0))
