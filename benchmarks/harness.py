@@ -781,12 +781,17 @@ class Runner:
 _PLACEHOLDER = re.compile(r"\{(\w+)(?:\.(\w+))?\}")
 
 
+_LIST_ITEM = re.compile(r"(.*?)\{(\w+)\}")
+
+
 def _expand(argv: Sequence[str], values: dict) -> list[str]:
+    """Fill every argument; ``"{files}"`` or ``"--with={files}"`` with a list
+    value becomes one argument per item."""
     out: list[str] = []
     for a in argv:
-        m = _PLACEHOLDER.fullmatch(a)
-        if m and not m.group(2) and isinstance(values.get(m.group(1)), (list, tuple)):
-            out += [str(v) for v in values[m.group(1)]]
+        m = _LIST_ITEM.fullmatch(a)
+        if m and isinstance(values.get(m.group(2)), (list, tuple)):
+            out += [m.group(1) + str(v) for v in values[m.group(2)]]
         else:
             out.append(_fill(a, values, "{fresh}"))
     return out

@@ -82,6 +82,9 @@ def test_placeholders_leave_snippet_braces_alone() -> None:
         'print(json.dumps({"na": f"{exc}"})) /x/libfoo.so'
     assert harness._fill("{elf.libdirs}", values, "") == "/t/a:/t/b"
     assert harness._fill("--cache-dir={fresh}", values, "/tmp/f1") == "--cache-dir=/tmp/f1"
+    # a list input: one argument per item, with the option's prefix repeated
+    assert harness._expand(["{libs}", "--with={libs}", "{lib}"], {**values, "libs": ["a.whl", "b.whl"]}) == \
+        ["a.whl", "b.whl", "--with=a.whl", "--with=b.whl", "/x/libfoo.so"]
 
 
 def test_write_results_replaces_only_its_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
