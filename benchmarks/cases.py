@@ -355,9 +355,8 @@ CHECK_CASES: list[Case] = [
     check_case("check-numpy", "check numpy 2.0.2 (19 MB)", "numpy-2.0.2-*.whl"),
     check_case("check-cupy-cuda11x-12.3", "check cupy-cuda11x 12.3.0 (90 MB)", "cupy_cuda11x-12.3.0-*.whl"),
     check_case("check-cupy-14.2", "check cupy-cuda12x 14.2.0 (137 MB)", CUPY14,
-               targets=(Target("seconds", 1.5), Target("speedup", 1, "auditwheel"))),
-    check_case("check-cublas-cu12", "check nvidia-cublas-cu12 12.9.1.4 (581 MB)", CUBLAS12,
-               targets=(Target("speedup", 1, "auditwheel"),)),
+               targets=(Target("seconds", 1.5),)),
+    check_case("check-cublas-cu12", "check nvidia-cublas-cu12 12.9.1.4 (581 MB)", CUBLAS12),
     check_case("check-torch-2.8", "check torch 2.8.0 (888 MB, 12,098 members)", TORCH,
                targets=(Target("over_floor", 1.3), Target("speedup", 3, "auditwheel"))),
 ]
@@ -383,7 +382,7 @@ CASES: list[Case] = [
                     requires=has_module("elftools", "pyelftools")),),
          floor=Cmd("inflate the member (zlib)", ("{py}", "{bench}/floors.py", "inflate", "{wheel}", "--member",
                                                  "torch/lib/libtorch_cpu.so"), summary=True),
-         unit="symbols", targets=(Target("over_floor", 1.3),)),
+         unit="symbols"),
     overlink_case("overlink-rmm", "over-linking of rmm-cu12 24.12.0 (8 modules)", "rmm_cu12-24.12.0-*.whl", (),
                   quick=True),
     overlink_case("overlink-cupy-cuda11x-12.3", "over-linking of cupy-cuda11x 12.3.0 (66 modules, CUDA 11 libs)",
@@ -399,7 +398,7 @@ CASES: list[Case] = [
          {"wheel": Corpus(CUBLAS12)},
          cuaudit=Cmd("cuaudit archs", (*CUAUDIT, "archs", "--no-cache", "{wheel}"), ok=(0, 1),
                      requires=has_module("cuaudit.commands.archs", "feature not present (cuaudit archs)")),
-         floor=inflate_floor("elf"), targets=(Target("over_floor", 1.3),)),
+         floor=inflate_floor("elf")),
     devicecode_case("devicecode-libtorch_cuda", "device code of libtorch_cuda.so (1 GB, 2,758 entries)",
                     Member(TORCH, "torch/lib/libtorch_cuda.so"),
                     targets=(Target("speedup", 10, "cuobjdump"), Target("peak_mb", 300))),
@@ -410,7 +409,8 @@ CASES: list[Case] = [
     *env_cases("env-large", "env of a full CUDA Python environment (torch, cupy, cuda-bindings, rmm, "
                "CUDA 11 and 12 libraries)", LARGE_ENV,
                cold_targets=(Target("seconds", 10),), cached_targets=(Target("seconds", 1),)),
-    # the NEP 50 tracer's cost on the user's own program (cuaudit trace)
+    # the NEP 50 tracer's cost on the user's own program (cuaudit trace; the
+    # target is docs/promotion.md's: under 2x when no scalar operands occur)
     *(trace_case(name, targets=(Target("work_overhead", 2, "python"),) if name.startswith("arrays") else ())
       for name in TRACE_WORKLOADS),
     # an environment that exists already: the GPU machine's CUDA Python stack

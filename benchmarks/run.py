@@ -158,7 +158,7 @@ def text_report(doc: dict, results: list[CaseResult], scaling: dict) -> str:
     out = header_lines(doc) + ["", render_text(CASE_HEADER, case_rows(results))]
     trows = target_rows(results)
     if trows:
-        out += ["", "targets (issue 8):", render_text(TARGET_HEADER, trows)]
+        out += ["", "targets:", render_text(TARGET_HEADER, trows)]
     if scaling["points"]:
         out += ["", "scaling of `cuaudit check --no-cache` with input size:",
                 render_text(SCALING_HEADER, scaling_rows(scaling)), scaling_text(scaling)]
@@ -170,7 +170,7 @@ def markdown_report(doc: dict, results: list[CaseResult], scaling: dict) -> str:
     out += ["", render_markdown(CASE_HEADER, case_rows(results))]
     trows = target_rows(results)
     if trows:
-        out += ["", "Targets (issue 8):", "", render_markdown(TARGET_HEADER, trows)]
+        out += ["", "Targets:", "", render_markdown(TARGET_HEADER, trows)]
     if scaling["points"]:
         out += ["", "Scaling of `cuaudit check --no-cache` with input size:", "",
                 render_markdown(SCALING_HEADER, scaling_rows(scaling)), "", scaling_text(scaling)]
