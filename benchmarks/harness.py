@@ -445,6 +445,7 @@ class Sample:
     rc: int
     summary: dict | None = None
     cpu: float = 0.0  # user + system seconds of the command and its waited-for children
+    anon_mb: float = 0.0  # sampled peak of the tree's summed anonymous PSS (not mapped files)
 
 
 def _children(pid: int) -> list[int]:
@@ -462,31 +463,43 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-def _pss_kb(pid: int) -> int:
+def _pss_kb(pid: int) -> tuple[int, int]:
+    """(PSS, anonymous PSS) of one process in KiB.  The anonymous part is the
+    process's own memory; the rest is mostly mapped files (page cache), which
+    an mmap-based reader touches without allocating it."""
+    pss = anon = -1
     try:
         with open(f"/proc/{pid}/smaps_rollup") as fh:
             for line in fh:
                 if line.startswith("Pss:"):
-                    return int(line.split()[1])
+                    pss = int(line.split()[1])
+                elif line.startswith("Pss_Anon:"):
+                    anon = int(line.split()[1])
     except (OSError, ValueError):
         pass
+    if pss >= 0:
+        return pss, anon if anon >= 0 else pss
     try:  # no smaps_rollup: resident pages
         with open(f"/proc/{pid}/statm") as fh:
-            return int(fh.read().split()[1]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+            kb = int(fh.read().split()[1]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+            return kb, kb
     except (OSError, ValueError, IndexError):
-        return 0
+        return 0, 0
 
 
-def _tree_pss_kb(root: int) -> int:
-    total, todo, seen = 0, [root], set()
+def _tree_pss_kb(root: int) -> tuple[int, int]:
+    total = anon = 0
+    todo, seen = [root], set()
     while todo:
         pid = todo.pop()
         if pid in seen:
             continue
         seen.add(pid)
-        total += _pss_kb(pid)
+        p, a = _pss_kb(pid)
+        total += p
+        anon += a
         todo += _children(pid)
-    return total
+    return total, anon
 
 
 _HELPER: list[str | None] = []
@@ -524,14 +537,15 @@ def measure(argv: Sequence[str], env: dict[str, str], timeout: float, capture: b
             full, stdin=subprocess.DEVNULL, stdout=out if capture or count else subprocess.DEVNULL, stderr=err,
             env=env, start_new_session=True, cwd=cwd,
         )
-        peak = [0]
+        peak = [0, 0]
         stop = threading.Event()
 
         def sample() -> None:
             interval = 0.005
             while not stop.wait(interval):
                 t = time.perf_counter()
-                peak[0] = max(peak[0], _tree_pss_kb(proc.pid))
+                total, anon = _tree_pss_kb(proc.pid)
+                peak[0], peak[1] = max(peak[0], total), max(peak[1], anon)
                 # smaps_rollup walks the page tables under the process's mmap
                 # lock: keep the sampler's share of the time near 2 %
                 interval = min(1.0, max(min(0.05, interval * 1.5), 50 * (time.perf_counter() - t)))
@@ -574,7 +588,8 @@ def measure(argv: Sequence[str], env: dict[str, str], timeout: float, capture: b
             summary = {"items": len(matched), "digest": hashlib.sha1(b"\n".join(matched)).hexdigest()}
         err.seek(0)
         tail = err.read()[-600:].decode(errors="replace")
-    sample_ = Sample(wall, maxrss_kb / 1024, peak[0] / 1024, rc, summary, usage.ru_utime + usage.ru_stime)
+    sample_ = Sample(wall, maxrss_kb / 1024, peak[0] / 1024, rc, summary, usage.ru_utime + usage.ru_stime,
+                     peak[1] / 1024)
     sample_.stderr = tail  # type: ignore[attr-defined]
     return sample_
 
@@ -593,6 +608,11 @@ class CmdResult:
         if self.na or self.failed or not self.samples:
             return None
         return statistics.median(s.wall for s in self.samples)
+
+    @property
+    def anon_mb(self) -> float:
+        """Median over runs of the sampled peak anonymous memory of the tree."""
+        return statistics.median(s.anon_mb for s in self.samples) if self.samples else 0.0
 
     @property
     def cpu(self) -> float | None:
@@ -647,12 +667,13 @@ class CmdResult:
             "work_s": None if self.work_seconds is None else round(self.work_seconds, 4),
             "digest": self.digest,
             "peak_mb": round(self.peak_mb, 1) if self.samples else None,
+            "anon_mb": round(self.anon_mb, 1) if self.samples else None,
             "items": self.items,
             "bytes": self.bytes,
             "summary": next((x.summary for x in self.samples if x.summary), None),
             "samples": [
                 {"wall_s": round(s.wall, 4), "cpu_s": round(s.cpu, 4), "maxrss_mb": round(s.maxrss_mb, 1),
-                 "tree_pss_mb": round(s.tree_mb, 1), "rc": s.rc}
+                 "tree_pss_mb": round(s.tree_mb, 1), "tree_anon_mb": round(s.anon_mb, 1), "rc": s.rc}
                 for s in self.samples
             ],
         }
@@ -993,7 +1014,7 @@ def case_rows(results: list[CaseResult]) -> list[list[str]]:
     rows = []
     for r in results:
         if r.na:
-            rows.append([r.case.name, "—", "n/a", "", "", "", "", r.na])
+            rows.append([r.case.name, "—", "n/a", "", "", "", "", "", r.na])
             continue
         first = True
         for c in r.commands:
@@ -1001,7 +1022,7 @@ def case_rows(results: list[CaseResult]) -> list[list[str]]:
             first = False
             label = f"{'floor: ' if c.role == 'floor' else ''}{c.label}"
             if c.na or c.failed:
-                rows.append([name, label, "n/a" if c.na else "failed", "", "", "", "", c.na or c.failed or ""])
+                rows.append([name, label, "n/a" if c.na else "failed", "", "", "", "", "", c.na or c.failed or ""])
                 continue
             ratio = r.ratio(c)
             extra = ""
@@ -1019,14 +1040,14 @@ def case_rows(results: list[CaseResult]) -> list[list[str]]:
             if c.role == "peer" and c.digest and cu is not None and cu.digest:
                 extra += "; same listing as cuaudit" if c.digest == cu.digest else "; listing DIFFERS from cuaudit's"
             rows.append([
-                name, label, _fmt_s(c.median), _fmt_s(c.cpu), f"{c.peak_mb:,.0f}",
+                name, label, _fmt_s(c.median), _fmt_s(c.cpu), f"{c.peak_mb:,.0f}", f"{c.anon_mb:,.0f}",
                 "—" if ratio is None else f"{ratio:.2f}",
                 f"{len(c.samples)}", extra,
             ])
     return rows
 
 
-CASE_HEADER = ["case", "command", "median s", "cpu s", "peak MB", "× cuaudit", "runs", "notes"]
+CASE_HEADER = ["case", "command", "median s", "cpu s", "peak MB", "anon MB", "× cuaudit", "runs", "notes"]
 
 
 def render_text(headers: list[str], rows: list[list[str]]) -> str:

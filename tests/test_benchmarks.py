@@ -59,6 +59,25 @@ def test_tree_memory_counts_worker_processes(monkeypatch: pytest.MonkeyPatch, be
     assert s.rc == 0
     assert 150 <= s.maxrss_mb < 290
     assert s.tree_mb >= 290
+    assert s.anon_mb >= 290  # allocated memory, not mapped files
+
+
+def test_mapped_file_pages_are_not_anonymous_memory(tmp_path: Path) -> None:
+    """An mmap reader that touches a 120 MB file shows it in PSS (the page
+    cache it maps), not in its anonymous memory: the two columns tell apart
+    what a reader allocates from what it maps."""
+    data = tmp_path / "data.bin"
+    with open(data, "wb") as fh:
+        fh.write(b"\1" * (120 * 2**20))
+    code = (
+        "import mmap, sys, time\n"
+        "f = open(sys.argv[1], 'rb'); m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)\n"
+        "s = sum(m[i] for i in range(0, len(m), 4096)); time.sleep(0.5)\n"
+    )
+    s = harness.measure([sys.executable, "-c", code, str(data)], dict(os.environ), 60, capture=False)
+    assert s.rc == 0
+    assert s.tree_mb >= 100
+    assert s.anon_mb < 60
 
 
 def test_return_code_and_summary_are_read() -> None:
