@@ -409,6 +409,18 @@ CASES: list[Case] = [
     *env_cases("env-large", "env of a full CUDA Python environment (torch, cupy, cuda-bindings, rmm, "
                "CUDA 11 and 12 libraries)", LARGE_ENV,
                cold_targets=(Target("seconds", 10),), cached_targets=(Target("seconds", 1),)),
+    # submodule traps: the static audit vs what people do today, importing
+    # every package in a fresh interpreter (cuaudit's own opt-in --probe)
+    Case("imports-env-large", "submodule traps (CU101, CU102) of the large environment: static vs importing",
+         {"env": LARGE_ENV},
+         cuaudit=Cmd("cuaudit env --select CU101,CU102 (cold)", (*CUAUDIT, "env", "--python", "{env}", *CHECK_FLAGS[1:],
+                                                                 "--select", "CU101,CU102", "--cache-dir", "{fresh}"),
+                     ok=(0, 1), requires=has_rules("CU1", "submodule traps")),
+         peers=(Cmd("import every package (--probe)", (*CUAUDIT, "env", "--python", "{env}", *CHECK_FLAGS[1:],
+                                                        "--select", "CU101,CU102", "--probe", "--cache-dir", "{fresh}"),
+                    ok=(0, 1), requires=has_rules("CU1", "submodule traps")),),
+         floor=Cmd("read the .py files", ("{py}", "{bench}/floors.py", "read-tree", "{env.site}", "--kinds", "python"),
+                   summary=True)),
     # the NEP 50 tracer's cost on the user's own program (cuaudit trace; the
     # target is docs/promotion.md's: under 2x when no scalar operands occur)
     *(trace_case(name, targets=(Target("work_overhead", 2, "python"),) if name.startswith("arrays") else ())
