@@ -370,7 +370,9 @@ class Target:
             got, ok = cu.median, cu.median <= self.value
             return _verdict(ok), f"{got:.2f} s"
         if self.kind == "peak_mb":
-            return _verdict(cu.peak_mb <= self.value), f"{cu.peak_mb:.0f} MB"
+            # judged on the peak (what ru_maxrss-based tools report too); the
+            # anonymous part says how much of it is mapped file pages
+            return _verdict(cu.peak_mb <= self.value), f"{cu.peak_mb:.0f} MB ({cu.anon_mb:.0f} MB anonymous)"
         if self.kind == "rate":
             if not cu.items:
                 return "n/a", "no item count"
