@@ -1,0 +1,92 @@
+"""What a Python module imports when it is imported: its module-level import statements.
+
+Only statements that run at import time count: the module body and the
+bodies of ``if``/``try``/``with`` blocks in it, not functions or classes (a
+lazy import inside a function is the cure for eager loading, not a load).
+Nothing is executed; the source is parsed with :mod:`ast`.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from cuaudit.facts import Extractor, InputError, MemberReader
+from cuaudit.model import Member, MemberKind
+
+
+@dataclass(frozen=True)
+class ImportStmt:
+    module: str  # as written ('' for `from . import x`)
+    level: int  # leading dots
+    names: tuple[str, ...]  # for `from M import a, b`; () for `import M`
+    line: int
+    guarded: bool  # inside a try whose handler swallows ImportError: a failure does not fail the import
+
+
+@dataclass(frozen=True)
+class ModuleImports:
+    imports: tuple[ImportStmt, ...]
+
+
+class ModuleImportsExtractor(Extractor):
+    name = "module_imports"
+    version = 1
+
+    def applies(self, member: Member) -> bool:
+        return member.kind is MemberKind.PYTHON and member.path.endswith(".py")
+
+    def extract(self, reader: MemberReader) -> ModuleImports:
+        text = reader.text()
+        try:
+            tree = ast.parse(text, filename=reader.path)
+        except SyntaxError as exc:
+            raise InputError("CU006", f"{reader.path}: not valid Python ({exc.msg}, line {exc.lineno})") from None
+        out: list[ImportStmt] = []
+
+        def visit(body: list[ast.stmt], guarded: bool) -> None:
+            for node in body:
+                if isinstance(node, ast.Import):
+                    for alias in node.names:
+                        out.append(ImportStmt(alias.name, 0, (), node.lineno, guarded))
+                elif isinstance(node, ast.ImportFrom):
+                    names = tuple(a.name for a in node.names)
+                    out.append(ImportStmt(node.module or "", node.level, names, node.lineno, guarded))
+                elif isinstance(node, ast.If):
+                    if _is_type_checking(node.test):
+                        visit(node.orelse, guarded)
+                        continue
+                    visit(node.body, guarded)
+                    visit(node.orelse, guarded)
+                elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+                    visit(node.body, guarded or _swallows_import_error(node))
+                    for h in node.handlers:
+                        visit(h.body, True)
+                    visit(node.orelse, guarded)
+                    visit(node.finalbody, guarded)
+                elif isinstance(node, (ast.With, ast.AsyncWith)):
+                    visit(node.body, guarded)
+
+        visit(tree.body, False)
+        return ModuleImports(tuple(out))
+
+
+_CATCHING = {"ImportError", "ModuleNotFoundError", "OSError", "Exception", "BaseException"}
+
+
+def _swallows_import_error(node: ast.stmt) -> bool:
+    """A handler catches ImportError and does not re-raise (cupy/__init__.py re-raises: not guarded)."""
+    for h in node.handlers:  # type: ignore[attr-defined]
+        types = h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]
+        names = {getattr(t, "id", getattr(t, "attr", None)) for t in types if t is not None}
+        if h.type is not None and not names & _CATCHING:
+            continue
+        if not any(isinstance(n, ast.Raise) for n in ast.walk(ast.Module(body=h.body, type_ignores=[]))):
+            return True
+    return False
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
