@@ -190,6 +190,10 @@ class CudaCatalog:
         lib = self.library(soname)
         return lib is not None and lib.is_driver
 
+    def sonames_of(self, stem: str) -> list[tuple[str, str]]:
+        """(soname, distribution) of every catalogued library file with this stem."""
+        return sorted((s, v["dist"]) for s, v in self._exports_raw.items() if split_soname(s)[0] == stem)
+
     def exports(self, soname: str) -> CatalogExports | None:
         name = os.path.basename(soname)
         if name in self._exports:

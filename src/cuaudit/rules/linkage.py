@@ -656,14 +656,21 @@ def _provides(req: tuple[str, frozenset[str], bool], cuda: Any) -> bool:
 
 
 def _major_mismatch(lk: Linkage, lib: str, dist: str) -> str | None:
-    """The CUDA major of ``dist`` when the catalog says ``lib`` comes from another major."""
-    cat = lk.catalog.exports(lib)
-    if cat is None:
-        return None
-    want = re.search(r"-cu(\d+)$", cat.dist)
+    """The CUDA major of ``dist`` when it is known to ship another soname of ``lib``'s library.
+
+    Library majors are not CUDA majors (``libcurand.so.10`` is in CUDA 11 and 12), so this
+    only answers from the catalog: ``lib`` comes from a ``-cuX`` wheel, and the declared
+    ``-cuY`` wheel's catalog entry for the same library has another soname.
+    """
     have = re.search(r"-cu(\d+)$", dist)
-    if want and have and want.group(1) != have.group(1):
-        return have.group(1)
+    if not have:
+        return None
+    stem, _ = split_soname(lib)
+    for soname, dist_of in lk.catalog.sonames_of(stem):
+        if soname != lib and dist_of.endswith(f"-cu{have.group(1)}"):
+            cat = lk.catalog.exports(lib)
+            if cat is None or not cat.dist.endswith(f"-cu{have.group(1)}"):
+                return have.group(1)
     return None
 
 
@@ -731,10 +738,12 @@ class CudaMajorMismatch(LinkageRule):
                             reported.add((i, lib))
                             yield self.finding(
                                 Location(art.ref, member.path, symbol=lib),
-                                f"{member.path} needs {lib} (CUDA {lk.catalog.exports(lib).dist.rsplit('-cu', 1)[1]}) "
-                                f"but the wheel declares {name} (CUDA {other}), which ships another major",
+                                f"{member.path} needs {lib} but the wheel declares {name} (CUDA {other}), which ships "
+                                f"another major of that library",
                                 key=lib, evidence={"library": lib, "declared": name},
-                                fix=Fix(f"declare {lk.catalog.exports(lib).dist} instead of {name}"),
+                                fix=Fix(f"declare the wheel of the CUDA major {lib} belongs to"
+                                        + (f" ({lk.catalog.exports(lib).dist})" if lk.catalog.exports(lib) else "")
+                                        + f" instead of {name}"),
                             )
                             break
                     if not lk.with_ or (i, lib) in reported:
