@@ -34,10 +34,13 @@ from typing import IO, Callable
 from cuaudit.facts import Extractor, InputError, MemberReader
 from cuaudit.model import Member, MemberKind
 
-#: Bytes of a streamed member kept in memory while looking for PT_DYNAMIC.
-RETAIN_LIMIT = 64 * 1024**2
+#: Bytes at the start of a streamed member kept in memory while looking for PT_DYNAMIC: the
+#: tables it points to are normally there (libtorch_cpu.so: .dynsym, .gnu.version and
+#: .gnu.version_r end before 7.2 MB; libcublasLt.so.12: 0.3 MB).  A table beyond costs a
+#: second inflation, never a wrong answer.
+RETAIN_LIMIT = 16 * 1024**2
 #: Streamed members up to this size get their section table read.
-SMALL_MEMBER = 32 * 1024**2
+SMALL_MEMBER = 1024**2
 #: ... and larger ones when the stream is already this close to it.
 SECTION_SLACK = 8 * 1024**2
 #: Section names later rules ask for (device code, fat binaries).
@@ -206,7 +209,8 @@ class _StreamSource(_Source):
             raise _Truncated(offset, n)
         end = offset + n
         if end <= len(self.kept):
-            return bytes(self.kept[offset:end])
+            with memoryview(self.kept) as view:
+                return bytes(view[offset:end])
         if self.window_start <= offset and end <= self.pos:
             return self.window[offset - self.window_start : end - self.window_start]
         in_window = self.window_start <= offset < self.pos
@@ -221,7 +225,8 @@ class _StreamSource(_Source):
         if in_window:
             head = self.window[offset - self.window_start :]
         else:
-            head = bytes(self.kept[offset : self.pos]) if offset < self.pos else b""
+            with memoryview(self.kept) as view:
+                head = bytes(view[offset : self.pos]) if offset < self.pos else b""
         while self.pos < offset:
             self._take(min(self.CHUNK, offset - self.pos))
         parts = [head]
