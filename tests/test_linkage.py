@@ -329,3 +329,66 @@ def test_rule_docs_are_complete():
     assert [r.code for r in cu2] == ["CU201", "CU202", "CU203", "CU204", "CU205", "CU206"]
     for r in cu2:
         assert set(r.doc().sections) >= {"What it does", "Why is this bad?", "Example", "Use instead", "Fix safety"}, r.code
+
+
+# -- the import scan (module_imports) ---------------------------------------------------------------
+
+SCAN_SOURCE = '''"""Docstring with an example:
+
+import not_a_real_import
+"""
+import a.b as ab, c
+from . import sibling
+from ..parent import (x,
+    y as z)
+if TYPE_CHECKING:
+    import typing_only
+try:
+    import optional_dep
+except ImportError:
+    optional_dep = None
+try:
+    from pkg import _core
+except ImportError as exc:
+    raise ImportError("build it") from exc
+with suppress():
+    import in_with
+
+
+def f(
+    arg,
+) -> None:
+    import lazy_inside_function
+
+
+class C:
+    import in_class
+'''
+
+
+def test_import_scan_matches_the_syntax_tree():
+    from cuaudit.facts import module_imports as mi
+
+    hits = mi._import_hits(SCAN_SOURCE)
+    fast = mi._scan_imports(SCAN_SOURCE, hits)
+    assert fast is not None
+    got = {(i.module, i.level, i.names, i.guarded) for i in fast}
+    assert got == {
+        ("a.b", 0, (), False), ("c", 0, (), False), ("", 1, ("sibling",), False), ("parent", 2, ("x", "y"), False),
+        ("optional_dep", 0, (), True), ("pkg", 0, ("_core",), False), ("in_with", 0, (), False),
+    }
+    # the ast walk (the reference, used when the scan is unsure) agrees
+    orig = mi._scan_imports
+    try:
+        mi._scan_imports = lambda *a: None
+
+        class Reader:
+            path = "m.py"
+
+            def text(self):
+                return SCAN_SOURCE
+
+        slow = mi.ModuleImportsExtractor().extract(Reader())
+    finally:
+        mi._scan_imports = orig
+    assert {(i.module, i.level, i.names, i.guarded) for i in slow.imports} == got
