@@ -392,3 +392,12 @@ def test_import_scan_matches_the_syntax_tree():
     finally:
         mi._scan_imports = orig
     assert {(i.module, i.level, i.names, i.guarded) for i in slow.imports} == got
+
+
+def test_allow_listed_shim_file_keeps_its_entries(built, tmp_path):
+    whl = wheel_with(tmp_path, {"demo/lib/libdemo_global_deps.so": built["ext"], "demo/lib/libused.so": built["used"],
+                                "demo/lib/libunused.so": built["unused"]})
+    flagged = audit([str(whl)], config=cfg(select=("CU201",)))
+    assert [f.location.symbol for f in flagged.findings] == ["libunused.so"]
+    allowed = audit([str(whl)], config=cfg(select=("CU201",), allow={"preload-libraries": ("libdemo_global_deps.so",)}))
+    assert allowed.findings == []

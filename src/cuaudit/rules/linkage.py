@@ -218,8 +218,12 @@ class UnusedNeededLibrary(LinkageRule):
     cc -shared -o flags.so flags.o -Wl,--as-needed -lcublas -lcudart -lcuda
     ```
     (CuPy's fix), or `cuaudit repair WHEEL -o DIR`.  Libraries that exist to
-    be preloaded (a shim that pulls others in) go in
-    `[tool.cuaudit.allow] preload-libraries = ["libtorch_global_deps.so"]`.
+    be preloaded (a shim that pulls others in, such as PyTorch's
+    `libtorch_global_deps.so`, which needs `libcudart.so.12` & co. and uses
+    none of them) go in
+    `[tool.cuaudit.allow] preload-libraries = ["libtorch_global_deps.so"]`:
+    a name there (a glob) silences both the shim's own entries and entries
+    that name it.
 
     ## Fix safety
     `cuaudit repair` removes the entries from the dynamic section (what
@@ -236,10 +240,12 @@ class UnusedNeededLibrary(LinkageRule):
     def check(self, ctx: Any) -> Iterable[Finding]:
         lk = linkage(ctx)
         for i, art, member, facts in lk.files():
+            # an allow-listed preload shim (libtorch_global_deps.so) needs libraries without using them
+            shim = lk.is_allowed(member.path.rsplit("/", 1)[-1]) or bool(facts.soname and lk.is_allowed(facts.soname))
             usage = lk.usage(i, member.path, facts)
             for lib in facts.needed:
                 u = usage.get(lib)
-                if u is None or u.used is not False or lk.is_allowed(lib):
+                if u is None or u.used is not False or lk.is_allowed(lib) or shim:
                     continue
                 kind = lk.kind(lib)
                 sev = Severity.ERROR if kind in ("cuda", "driver") else Severity.WARNING
