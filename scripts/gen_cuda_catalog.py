@@ -7,6 +7,9 @@ Two sources, both public and pinned:
   the ``catalog`` extra): every CUDA library by name, whether it comes with the
   toolkit, with other NVIDIA products or with the **driver**, its sonames, and
   the ``site-packages`` folders of its ``nvidia-*`` wheels;
+* auditwheel's manylinux policy (``pip install auditwheel==6.8.2``, the ``bench``
+  extra): the libraries every manylinux system provides (its ``lib_whitelist``), for
+  which an unused ``DT_NEEDED`` is reported as info only;
 * the ``nvidia-*`` wheels given on the command line (default: the corpus's),
   whose libraries' exported dynamic symbols are recorded per soname, so that a
   wheel checked on its own can still be told which of its ``DT_NEEDED`` CUDA
@@ -20,6 +23,7 @@ Run: ``python scripts/gen_cuda_catalog.py [WHEEL...]`` from the repository root
 from __future__ import annotations
 
 import glob
+import importlib.metadata
 import gzip
 import json
 import os
@@ -69,6 +73,18 @@ def descriptors() -> list[dict]:
     return out, cuda.pathfinder.__version__
 
 
+def manylinux_system_libraries() -> tuple[list[str], str]:
+    """Libraries every manylinux system provides (auditwheel's policy ``lib_whitelist``), plus the loader."""
+    import auditwheel.policy
+
+    path = os.path.join(os.path.dirname(auditwheel.policy.__file__), "manylinux-policy.json")
+    with open(path) as fh:
+        policies = json.load(fh)
+    names = {n for p in policies for n in p.get("lib_whitelist", ())}
+    names |= {"ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1"}  # the dynamic loader itself
+    return sorted(names), importlib.metadata.version("auditwheel")
+
+
 def exports(wheels: list[str]) -> dict[str, dict]:
     libs: dict[str, dict] = {}
     for whl in wheels:
@@ -97,7 +113,10 @@ def main(argv: list[str]) -> int:
     wheels = argv or sorted(glob.glob(os.path.join(CORPUS, "nvidia_*.whl")))
     wheels = [w for w in wheels if "cuobjdump" not in w]  # a tool, no libraries
     desc, pf_version = descriptors()
+    system, aw_version = manylinux_system_libraries()
     data = {
+        "auditwheel": aw_version,
+        "system_libraries": system,
         "generated_by": "scripts/gen_cuda_catalog.py",
         "cuda_pathfinder": pf_version,
         "wheels": [os.path.basename(w) for w in wheels],

@@ -79,7 +79,7 @@ def execute(args: argparse.Namespace) -> int:
                 "used": None if u is None else u.used,
                 "evidence": "" if u is None else u.evidence,
             })
-        if args.gpu_only and not any(x["kind"] != "other" for x in libs):
+        if args.gpu_only and not any(x["kind"] in ("cuda", "driver") for x in libs):
             continue
         rows.append({"artifact": art.ref.display, "member": member.path, "soname": facts.soname,
                      "rpath": list(facts.rpath), "runpath": list(facts.runpath), "needed": libs})

@@ -164,7 +164,9 @@ class CudaCatalog:
     """Which libraries are CUDA libraries or the driver, and what they export."""
 
     def __init__(self, data: Mapping) -> None:
-        self.meta = {k: data.get(k) for k in ("generated_by", "cuda_pathfinder", "wheels")}
+        self.meta = {k: data.get(k) for k in ("generated_by", "cuda_pathfinder", "auditwheel", "wheels")}
+        #: present on every manylinux system (auditwheel's policy): unused ones cost nothing
+        self.system_libraries = frozenset(data.get("system_libraries", ()))
         self.libraries = [
             CudaLibrary(d["name"], d["packaged_with"], tuple(d["stems"]), tuple(d["site_packages"]))
             for d in data.get("libraries", ())

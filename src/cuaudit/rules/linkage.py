@@ -101,7 +101,7 @@ class Linkage:
     def kind(self, library: str) -> str:
         lib = self.catalog.library(library)
         if lib is None:
-            return "other"
+            return "system" if library in self.catalog.system_libraries else "other"
         return "driver" if lib.is_driver else "cuda"
 
     # -- usage ----------------------------------------------------------------------------------
@@ -205,8 +205,9 @@ class UnusedNeededLibrary(LinkageRule):
     `cupy/_core/flags` module needed `libcublas.so.11`, `libcufft.so.10`,
     `libcuda.so.1`... without using any of them, so `import cupy` failed on
     machines without cuBLAS or without a driver.  Error for CUDA libraries and
-    the driver; warning for other libraries (they cost load time and break
-    the same way when absent).
+    the driver; warning for other libraries (they break the same way when
+    absent); info for the libraries every manylinux system provides
+    (auditwheel's policy: `libm.so.6`, `libpthread.so.0`, `libstdc++.so.6`...).
 
     ## Example
     ```
@@ -248,11 +249,12 @@ class UnusedNeededLibrary(LinkageRule):
                 if u is None or u.used is not False or lk.is_allowed(lib) or shim:
                     continue
                 kind = lk.kind(lib)
-                sev = Severity.ERROR if kind in ("cuda", "driver") else Severity.WARNING
+                sev = {"cuda": Severity.ERROR, "driver": Severity.ERROR, "system": Severity.INFO}.get(kind, Severity.WARNING)
                 what = {"driver": "the NVIDIA driver library ", "cuda": "CUDA library "}.get(kind, "")
                 consequence = {
                     "driver": "importing it fails on any machine without an NVIDIA driver",
                     "cuda": "importing it fails wherever that library is missing",
+                    "system": "harmless (every manylinux system has it), but it costs load time",
                 }.get(kind, "the loader still loads it, and fails where it is missing")
                 yield self.finding(
                     Location(art.ref, member.path, symbol=lib),
@@ -393,7 +395,7 @@ class ImportLoadsGpuLibraries(LinkageRule):
                         nf = ctx.fact("elf", ctx.artifacts[ni], npath)
                         if nf is not None:
                             stack.append((ni, npath, nf, chain + [npath]))
-        gpu = {lib: ch for lib, ch in lib_chain.items() if lk.kind(lib) != "other"}
+        gpu = {lib: ch for lib, ch in lib_chain.items() if lk.kind(lib) in ("cuda", "driver")}
         if not gpu:
             return None
         drivers = sorted(lib for lib in gpu if lk.kind(lib) == "driver")
