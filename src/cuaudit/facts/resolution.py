@@ -274,9 +274,13 @@ class _Extra:
         return index
 
     def find(self, name: str) -> str | None:
+        return self.names().get(name)
+
+    def names(self) -> dict[str, str]:
+        """file name -> path (in the folder, or member of the wheel) of every library it holds."""
         if self._index is None:
             self._index = self._build()
-        return self._index.get(name)
+        return self._index
 
     def facts(self, where: str) -> ElfFacts | None:
         from cuaudit.facts import InputError, MemberReader

@@ -722,8 +722,7 @@ class CudaMajorMismatch(LinkageRule):
             if ver:
                 have.setdefault(stem, set()).add(name)
         for extra in lk.resolver.extras:
-            extra.find("")
-            for name in extra._index or {}:
+            for name in extra.names():
                 stem, ver = split_soname(name)
                 if ver:
                     have.setdefault(stem, set()).add(name)
