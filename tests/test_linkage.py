@@ -401,3 +401,27 @@ def test_allow_listed_shim_file_keeps_its_entries(built, tmp_path):
     assert [f.location.symbol for f in flagged.findings] == ["libunused.so"]
     allowed = audit([str(whl)], config=cfg(select=("CU201",), allow={"preload-libraries": ("libdemo_global_deps.so",)}))
     assert allowed.findings == []
+
+
+def test_with_folder_of_another_major_is_a_mismatch(built, tmp_path):
+    extra = tmp_path / "cu12"
+    extra.mkdir()
+    (extra / "libcublas.so.12").write_bytes(built["cublas11"].read_bytes())
+    whl = wheel_with(tmp_path, {f"demo/_blas.{EXT}": built["ext_cublas"]})
+    report = audit([str(whl)], config=cfg(options={"linkage": {"with": [str(extra)]}}))
+    f = findings(report, "CU206")
+    assert [x.location.symbol for x in f] == ["libcublas.so.11"] and "libcublas.so.12" in f[0].message
+
+
+def test_libs_command_shows_provenance(built, tmp_path, cli):
+    whl = wheel_with(tmp_path, {f"demo/_ext.{EXT}": built["ext"], "demo/libused.so": built["used"]})
+    rc, out, _ = cli("libs", "--no-cache", "--format", "json", str(whl))
+    import json
+
+    (row,) = [r for r in json.loads(out)["files"] if r["member"] == f"demo/_ext.{EXT}"]
+    by = {x["needed"]: x for x in row["needed"]}
+    assert rc == 0
+    assert by["libused.so"]["found_via"] in ("DT_RUNPATH", "DT_RPATH") and by["libused.so"]["where"] == "demo/libused.so"
+    assert by["libused.so"]["used"] is True
+    assert by["libunused.so"]["found_via"] is None and by["libunused.so"]["tried"]
+    assert by["libc.so.6"]["found_via"] == "ld.so.cache" and by["libc.so.6"]["evidence"] == "symbol-versions"
