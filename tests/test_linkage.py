@@ -425,3 +425,15 @@ def test_libs_command_shows_provenance(built, tmp_path, cli):
     assert by["libused.so"]["used"] is True
     assert by["libunused.so"]["found_via"] is None and by["libunused.so"]["tried"]
     assert by["libc.so.6"]["found_via"] == "ld.so.cache" and by["libc.so.6"]["evidence"] == "symbol-versions"
+
+
+def test_forked_workers_give_the_serial_answer(built, tmp_path):
+    # enough members for several groups, so extraction runs in forked workers
+    files: dict = {f"demo/m{i}.py": f"from demo import _ext{i % 3}\n" for i in range(150)}
+    files.update({f"demo/_ext{k}.{EXT}": built["ext_cuda_unused"] for k in range(3)})
+    files["demo/__init__.py"] = "from demo import m1\n"
+    whl = wheel_with(tmp_path, files)
+    serial = audit([str(whl)], config=cfg(jobs=1))
+    forked = audit([str(whl)], config=cfg(jobs=2))
+    assert [f.fingerprint() for f in forked.findings] == [f.fingerprint() for f in serial.findings]
+    assert {f.code for f in forked.findings} >= {"CU201", "CU202"}
