@@ -73,6 +73,7 @@ def ld_so_cache(path: str = LD_SO_CACHE) -> Mapping[str, tuple[str, ...]]:
     return {k: tuple(v) for k, v in out.items()}
 
 
+@functools.lru_cache(maxsize=4)
 def ld_so_conf_dirs(path: str = LD_SO_CONF, _depth: int = 0) -> tuple[str, ...]:
     """Directories listed by ld.so.conf, following ``include`` globs."""
     out: list[str] = []

@@ -8,6 +8,9 @@ The steps follow ld.so(8), in its order, for a library needed by a file:
 4. ``/etc/ld.so.cache`` (parsed, ``ldconfig`` is never run);
 5. the default directories (``/lib64``, ``/usr/lib64``, ``/lib``, ``/usr/lib``).
 
+A library that sits in an ``ld.so.conf`` folder but is missing from the
+cache is reported as found off the loader's path ("run ldconfig").
+
 ``$ORIGIN`` is the folder of the file inside its artifact: wheel members, and
 the distributions installed in one site directory, share one namespace, so
 ``$ORIGIN/../../nvidia/cublas/lib`` in ``torch/lib/libtorch_cuda.so`` reaches
@@ -35,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable
 
 from cuaudit.facts.elf import ElfFacts
-from cuaudit.facts.libraries import DEFAULT_DIRS, CudaCatalog, ld_so_cache, system_elf
+from cuaudit.facts.libraries import DEFAULT_DIRS, CudaCatalog, ld_so_cache, ld_so_conf_dirs, system_elf
 from cuaudit.model import ArtifactKind, Member, MemberKind
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -175,6 +178,13 @@ class Resolver:
                 if os.path.isfile(p):
                     return Resolution(needed, "system directory", p, True, tuple(tried + [d]), fs_path=p)
                 tried.append(d)
+            # The loader reads the cache, not ld.so.conf: a library in a configured folder that
+            # the cache lacks (ldconfig not run since it was installed) is not found.
+            for d in ld_so_conf_dirs():
+                p = os.path.join(d, needed)
+                if os.path.isfile(p):
+                    return Resolution(needed, "ld.so.conf directory missing from ld.so.cache (run ldconfig)", p, False,
+                                      tuple(tried + [f"{d} (ld.so.conf)"]), fs_path=p)
         if driver:
             return Resolution(needed, None, tried=tuple(tried) + ("(a driver library comes only from the system)",))
         # Places the loader does not search: found only when something loaded the library first.
