@@ -256,9 +256,13 @@ class UnusedNeededLibrary(LinkageRule):
                     "cuda": "importing it fails wherever that library is missing",
                     "system": "harmless (every manylinux system has it), but it costs load time",
                 }.get(kind, "the loader still loads it, and fails where it is missing")
+                hint = ""
+                if not facts.imports:
+                    hint = ("; it imports no symbol at all: if it exists to preload its libraries, list it in "
+                            "[tool.cuaudit.allow] preload-libraries")
                 yield self.finding(
                     Location(art.ref, member.path, symbol=lib),
-                    f"{member.path} needs {what}{lib} but uses none of its symbols ({u.detail}); {consequence}",
+                    f"{member.path} needs {what}{lib} but uses none of its symbols ({u.detail}); {consequence}{hint}",
                     severity=sev,
                     key=lib,
                     evidence={"library": lib, "kind": kind, "evidence": u.evidence, "detail": u.detail,
