@@ -121,8 +121,8 @@ def bench_symbols() -> None:
         print(f"  ratio: cuaudit is {pyelf[0] / ours[0]:.0f}x faster than pyelftools (wall)")
 
 
-def cuaudit_check(paths: list[str]) -> tuple[float, float, int, int]:
-    return run([os.path.join(BIN, "cuaudit"), "check", "--no-cache", "--isolated", "-q", "--exit-zero", *paths])
+def cuaudit_check(paths: list[str], *extra: str) -> tuple[float, float, int, int]:
+    return run([os.path.join(BIN, "cuaudit"), "check", "--no-cache", "--isolated", "-q", "--exit-zero", *extra, *paths])
 
 
 def bench_cupy() -> None:
@@ -132,12 +132,15 @@ def bench_cupy() -> None:
         print("  skipped: not in the corpus")
         return
     ours = cuaudit_check([whl])
-    row("cuaudit check --no-cache", ours[0], ours[1], f"peak {ours[3]} MB")
+    row("cuaudit check --no-cache (all families)", ours[0], ours[1], f"peak {ours[3]} MB")
+    cu2 = cuaudit_check([whl], "--select", "CU0,CU2")
+    row("cuaudit check --select CU0,CU2 (linkage)", cu2[0], cu2[1], f"peak {cu2[3]} MB")
     aw = os.path.join(BIN, "auditwheel")
     if os.path.exists(aw):
         theirs = run([aw, "show", whl])
         row("auditwheel show", theirs[0], theirs[1], f"peak {theirs[3]} MB (exit {theirs[2]})")
-        print(f"  ratio: cuaudit {theirs[0] / ours[0]:.1f}x faster (wall), {theirs[1] / ours[1]:.1f}x (cpu)")
+        print(f"  ratio: cuaudit {theirs[0] / ours[0]:.1f}x faster (wall), {theirs[1] / ours[1]:.1f}x (cpu); "
+              f"linkage alone {theirs[0] / cu2[0]:.1f}x (wall), {theirs[1] / cu2[1]:.1f}x (cpu)")
     else:
         print("  auditwheel not installed (pip install -e '.[bench]')")
 
@@ -181,14 +184,18 @@ def bench_torch(skip_auditwheel: bool) -> None:
     row("plain single pass inflating every member", plain[0], plain[1])
     ours = cuaudit_check([whl])
     row("cuaudit check --no-cache", ours[0], ours[1], f"peak {ours[3]} MB (largest process)")
-    ours1 = run([os.path.join(BIN, "cuaudit"), "check", "--no-cache", "--isolated", "-q", "--exit-zero", "-j1", whl])
+    ours1 = cuaudit_check([whl], "-j1")
     row("cuaudit check --no-cache -j1", ours1[0], ours1[1], f"peak {ours1[3]} MB")
-    print(f"  ratio: cuaudit / plain pass = {ours[0] / plain[0]:.2f} (wall), -j1 cpu {ours1[1] / plain[1]:.2f}")
+    cu2 = cuaudit_check([whl], "--select", "CU0,CU2")
+    row("cuaudit check --select CU0,CU2 (linkage)", cu2[0], cu2[1], f"peak {cu2[3]} MB")
+    print(f"  ratio to the plain pass: all families {ours[0] / plain[0]:.2f} (wall), {ours[1] / plain[1]:.2f} (cpu); "
+          f"-j1 {ours1[1] / plain[1]:.2f} (cpu); linkage alone {cu2[0] / plain[0]:.2f} (wall), {cu2[1] / plain[1]:.2f} (cpu)")
     aw = os.path.join(BIN, "auditwheel")
     if os.path.exists(aw) and not skip_auditwheel:
         theirs = run([aw, "show", whl])
         row("auditwheel show", theirs[0], theirs[1], f"peak {theirs[3]} MB (exit {theirs[2]})")
-        print(f"  ratio: cuaudit {theirs[0] / ours[0]:.1f}x faster than auditwheel show (wall)")
+        print(f"  ratio: cuaudit {theirs[0] / ours[0]:.1f}x faster than auditwheel show (wall); "
+              f"linkage alone {theirs[0] / cu2[0]:.1f}x (wall), {theirs[1] / cu2[1]:.1f}x (cpu)")
 
 
 def main() -> int:
