@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-import os
 import subprocess
 import sys
 import zipfile

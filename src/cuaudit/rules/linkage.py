@@ -16,7 +16,6 @@ from evidence whether it is used.
 from __future__ import annotations
 
 import fnmatch
-import posixpath
 import re
 from collections import deque
 from dataclasses import dataclass
