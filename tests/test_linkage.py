@@ -436,3 +436,29 @@ def test_forked_workers_give_the_serial_answer(built, tmp_path):
     forked = audit([str(whl)], config=cfg(jobs=2))
     assert [f.fingerprint() for f in forked.findings] == [f.fingerprint() for f in serial.findings]
     assert {f.code for f in forked.findings} >= {"CU201", "CU202"}
+
+
+def test_corrupted_bytes_never_crash_the_reader(built):
+    """Hostile input: every mutation gives facts or an InputError, never another exception."""
+    import random
+
+    from cuaudit.facts.elf import ElfFacts
+
+    data = built["ext"].read_bytes()
+    dyn = read_elf_file(str(built["ext"])).dynamic
+    hot = list(range(0, 64 + 56 * 12)) + list(range(dyn.offset, dyn.offset + dyn.size))
+    rng = random.Random(3)
+    outcomes = set()
+    for _ in range(400):
+        buf = bytearray(data)
+        for _ in range(rng.randint(1, 4)):
+            pos = rng.choice(hot) if rng.random() < 0.8 else rng.randrange(len(buf))
+            buf[pos] = rng.randrange(256)
+        try:
+            result = read_elf_bytes(bytes(buf), "fuzz.so")
+            assert isinstance(result, ElfFacts)
+            outcomes.add("facts")
+        except InputError as exc:
+            assert exc.code in ("CU005", "CU006")
+            outcomes.add(exc.code)
+    assert "facts" in outcomes and "CU005" in outcomes
