@@ -414,7 +414,7 @@ def _parse(src: _Source, path: str) -> ElfFacts:
     export_versions: list[str] = []
     if symdata:
         _symbols(strtab, symdata, versym, nsyms, vindex, L, path, imports, import_versions, import_files, weak,
-                 exports, export_versions)
+                 exports, export_versions, bool(verdefs))
 
     sections = None
     if e_shoff and e_shnum and e_shentsize >= L.shdr.size and src.cheap(e_shoff):
@@ -447,7 +447,7 @@ def _parse(src: _Source, path: str) -> ElfFacts:
 
 
 def _symbols(strtab, symdata, versym, nsyms, vindex, L, path, imports, import_versions, import_files, weak,
-             exports, export_versions) -> None:
+             exports, export_versions, has_defs: bool = True) -> None:
     """Split the dynamic symbols into imports and exports (the hot loop: 73 k symbols in libtorch_cpu).
 
     Columns are pulled out whole (memoryview casts, list comprehensions) rather than
@@ -458,23 +458,23 @@ def _symbols(strtab, symdata, versym, nsyms, vindex, L, path, imports, import_ve
 
     slen = len(strtab)
     if (L.e == "<") == (sys.byteorder == "little"):
-        words = memoryview(symdata).cast("I")
-        if L.is64:
-            name_offs, info_col = words[0::6].tolist(), words[1::6].tolist()
-            info_col = [w & 0xFF | (w >> 16) << 8 for w in info_col]
-        else:
-            name_offs, w3 = words[0::4].tolist(), words[3::4].tolist()
-            info_col = [w & 0xFF | (w >> 16) << 8 for w in w3]
+        view = memoryview(symdata)
+        words = view.cast("I")
+        if L.is64:  # st_name @0, st_info @4, st_shndx @6 of 24 bytes
+            name_offs, infos, shndx = words[0::6].tolist(), bytes(view[4::24]), view.cast("H")[3::12].tolist()
+        else:  # st_name @0, st_info @12, st_shndx @14 of 16 bytes
+            name_offs, infos, shndx = words[0::4].tolist(), bytes(view[12::16]), view.cast("H")[7::8].tolist()
     else:
         fmt = L.e + ("IBxH16x" if L.is64 else "I8xBxH")
         rows = list(struct.iter_unpack(fmt, symdata))
         name_offs = [r[0] for r in rows]
-        info_col = [r[1] | r[2] << 8 for r in rows]
+        infos = bytes(r[1] for r in rows)
+        shndx = [r[2] for r in rows]
     if max(name_offs, default=0) >= slen:
         bad = next(i for i, o in enumerate(name_offs) if o >= slen)
         raise InputError("CU005", f"{path}: symbol {bad} names offset {name_offs[bad]} outside the string table")
-    # info_col: st_info in the low byte, st_shndx above.  Keep named, non-local symbols.
-    keep = [i for i, (o, x) in enumerate(zip(name_offs, info_col)) if o and x & 0xF0]
+    # Keep named, non-local symbols (st_info's binding is its high nibble).
+    keep = [i for i, (o, b) in enumerate(zip(name_offs, infos)) if o and b >= 0x10]
     offs = [name_offs[i] for i in keep]
     text = strtab.decode("ascii") if strtab.isascii() else None
     if text is not None:
@@ -483,12 +483,12 @@ def _symbols(strtab, symdata, versym, nsyms, vindex, L, path, imports, import_ve
     else:
         bfind = strtab.find
         names = [strtab[o : bfind(b"\0", o)].decode("utf-8", "surrogateescape") for o in offs]
-    und = [x < 0x100 for x in (info_col[i] for i in keep)]
+    und = [not shndx[i] for i in keep]
     imports += itertools.compress(names, und)
     imp_idx = list(itertools.compress(keep, und))
     defined = [not u for u in und]
     exports += itertools.compress(names, defined)
-    weak.update(j for j, i in enumerate(imp_idx) if info_col[i] & 0xF0 == STB_WEAK << 4)
+    weak.update(j for j, i in enumerate(imp_idx) if infos[i] >> 4 == STB_WEAK)
     if versym:
         vers = struct.unpack(f"{L.e}{nsyms}H", versym)
         none = ("", "")
@@ -496,9 +496,12 @@ def _symbols(strtab, symdata, versym, nsyms, vindex, L, path, imports, import_ve
         iv = [vget(vers[i] & 0x7FFF, none) if vers[i] & 0x7FFF > 1 else none for i in imp_idx]
         import_versions += [v[0] for v in iv]
         import_files += [v[1] for v in iv]
-        export_versions += [
-            vget(vers[i] & 0x7FFF, none)[0] if vers[i] & 0x7FFF > 1 else "" for i in itertools.compress(keep, defined)
-        ]
+        if has_defs:
+            export_versions += [
+                vget(vers[i] & 0x7FFF, none)[0] if vers[i] & 0x7FFF > 1 else "" for i in itertools.compress(keep, defined)
+            ]
+        else:  # without .gnu.version_d, defined symbols carry no version
+            export_versions += [""] * (len(keep) - len(imp_idx))
     else:
         import_versions += [""] * len(imp_idx)
         import_files += [""] * len(imp_idx)
