@@ -462,3 +462,35 @@ def test_corrupted_bytes_never_crash_the_reader(built):
             assert exc.code in ("CU005", "CU006")
             outcomes.add(exc.code)
     assert "facts" in outcomes and "CU005" in outcomes
+
+
+def test_resolver_steps_and_provenance(built, tmp_path):
+    from cuaudit.facts.resolution import Resolver
+    from cuaudit.inputs.file import FileArtifact
+
+    mod = tmp_path / "mod" / f"_ext.{EXT}"
+    mod.parent.mkdir()
+    mod.write_bytes(built["ext"].read_bytes())  # RUNPATH/RPATH $ORIGIN: libused.so is not beside it
+    art = FileArtifact(str(mod))
+    facts = read_elf_file(str(mod))
+    fact = lambda a, m: facts  # noqa: E731
+
+    plain = Resolver([art], fact, environ={}).resolve(0, art.members[0].path, facts, "libused.so")
+    assert not plain.found and any("$ORIGIN" in t for t in plain.tried) and "/etc/ld.so.cache" in plain.tried
+
+    env = Resolver([art], fact, environ={"LD_LIBRARY_PATH": str(built["dir"])})
+    res = env.resolve(0, art.members[0].path, facts, "libused.so")
+    assert (res.found_via, res.where, res.on_loader_path) == ("LD_LIBRARY_PATH", str(built["used"]), True)
+    assert env.facts_of(res).exports == ("used_fn",)
+
+    conda = tmp_path / "conda"
+    (conda / "lib").mkdir(parents=True)
+    (conda / "lib" / "libused.so").write_bytes(built["used"].read_bytes())
+    res = Resolver([art], fact, environ={"CONDA_PREFIX": str(conda)}).resolve(0, art.members[0].path, facts, "libused.so")
+    assert res.found_via == "conda prefix" and not res.on_loader_path
+
+    # the driver only ever comes from the system, even when a copy sits on the module's RUNPATH
+    (mod.parent / "libcuda.so.1").write_bytes(built["libcuda"].read_bytes())
+    res = Resolver([art], fact, environ={}).resolve(0, art.members[0].path, facts, "libcuda.so.1")
+    assert res.found_via in (None, "ld.so.cache", "system directory")
+    assert not any("$ORIGIN" in t for t in res.tried)
