@@ -10,17 +10,19 @@ rule never reports them as unused).
 
 The wheel's RECORD is rewritten with the new hashes and sizes; its file
 name, tags and every other member are copied unchanged (same order, same
-compression).
+compressed bytes: members are copied raw, never re-compressed).
 """
 
 from __future__ import annotations
 
 import base64
+import copy
 import csv
 import hashlib
 import io
 import os
 import shutil
+import struct
 import zipfile
 from dataclasses import dataclass, field
 
@@ -146,12 +148,51 @@ def rewrite_wheel(wheel: str, removals: list[Removal], out_dir: str | None, *, d
                     dst.writestr(zi, edited[info.filename])
                 elif info.filename == record_name and record is not None:
                     dst.writestr(zi, record)
-                else:
+                elif not _copy_raw(src, info, dst):
                     with src.open(info) as fin, dst.open(zi, "w", force_zip64=info.file_size > 2**31) as fout:
                         shutil.copyfileobj(fin, fout, 1 << 20)
         os.replace(tmp, target)
         result.output = target
     return result
+
+
+def _copy_raw(src: zipfile.ZipFile, info: zipfile.ZipInfo, dst: zipfile.ZipFile) -> bool:
+    """Copy a member's compressed bytes as they are (no inflate/deflate); False if not possible.
+
+    zipfile has no public raw copy; this writes the local header from the
+    central-directory entry and registers the entry, as ``ZipFile.write`` does.
+    The 90 MB cupy wheel: 30 s re-compressing, a second or two this way.
+    """
+    if info.file_size >= 0xFFFFFFFF or info.compress_size >= 0xFFFFFFFF or info.flag_bits & 0x1:
+        return False  # zip64 sizes or encryption: let zipfile handle it
+    fp = src.fp
+    if fp is None:
+        return False
+    fp.seek(info.header_offset)
+    header = fp.read(30)
+    if len(header) != 30 or header[:4] != b"PK\x03\x04":
+        return False
+    name_len, extra_len = struct.unpack("<HH", header[26:30])
+    data_start = info.header_offset + 30 + name_len + extra_len
+    out = copy.copy(info)
+    out.flag_bits &= ~0x08  # sizes go in the local header, no data descriptor
+    out.extra = b""
+    out.header_offset = dst.fp.tell()
+    dst.fp.write(out.FileHeader(zip64=False))
+    fp.seek(data_start)
+    left = info.compress_size
+    while left > 0:
+        chunk = fp.read(min(1 << 20, left))
+        if not chunk:
+            raise zipfile.BadZipFile(f"{info.filename}: truncated member data")
+        dst.fp.write(chunk)
+        left -= len(chunk)
+    dst.filelist.append(out)
+    dst.NameToInfo[out.filename] = out
+    # as ZipFile.write does: the next entry and the central directory go after this one
+    dst.start_dir = dst.fp.tell()
+    dst._didModify = True  # noqa: SLF001
+    return True
 
 
 def plan(wheel: str, config) -> list[Removal]:
