@@ -305,6 +305,12 @@ def test_repair_removes_the_unused_entry_and_the_module_loads(built, tmp_path, c
         names = zf.namelist()
         record = {r[0]: r for r in csv.reader(io.StringIO(zf.read("demo-1.0.dist-info/RECORD").decode())) if r}
     assert names == zipfile.ZipFile(whl).namelist()
+    with zipfile.ZipFile(whl) as a, zipfile.ZipFile(repaired) as b:
+        same = [n for n in names if n not in (f"demo/_ext.{EXT}", "demo-1.0.dist-info/RECORD")]
+        # untouched members are copied raw: same compressed bytes
+        assert [(a.getinfo(n).CRC, a.getinfo(n).compress_size) for n in same] == [
+            (b.getinfo(n).CRC, b.getinfo(n).compress_size) for n in same]
+        assert b.testzip() is None
     (after / "demo" / "libunused.so").unlink()
     assert _loads(after / "demo" / f"_ext.{EXT}").returncode == 0
     e = read_elf_file(str(after / "demo" / f"_ext.{EXT}"))
