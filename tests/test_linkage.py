@@ -500,3 +500,21 @@ def test_resolver_steps_and_provenance(built, tmp_path):
     res = Resolver([art], fact, environ={}).resolve(0, art.members[0].path, facts, "libcuda.so.1")
     assert res.found_via in (None, "ld.so.cache", "system directory")
     assert not any("$ORIGIN" in t for t in res.tried)
+
+
+def test_wheel_checked_against_an_environment_resolves_into_it(built, tmp_path):
+    from cuaudit.facts.resolution import Resolver
+    from cuaudit.inputs.environment import find_distributions
+    from cuaudit.inputs.wheel import WheelArtifact
+
+    site = tmp_path / "site-packages"
+    _installed(site, "nvlibs", {"nvlibs/lib/libused.so": built["used"].read_bytes()})
+    mod = compile_so(tmp_path, f"_m.{EXT}", "extern int used_fn(void);\nint PyInit__m(void) { return used_fn(); }\n",
+                     libs=["used"], flags=["-Wl,--no-as-needed", f"-L{built['dir']}", "-Wl,-rpath,$ORIGIN/../nvlibs/lib"])
+    whl = WheelArtifact(str(wheel_with(tmp_path, {f"demo/_m.{EXT}": mod})))
+    arts = [whl, *find_distributions([str(site)])]
+    facts = read_elf_file(str(mod))
+    alone = Resolver(arts, lambda a, m: None, environ={}).resolve(0, f"demo/_m.{EXT}", facts, "libused.so")
+    assert not alone.on_loader_path
+    placed = Resolver(arts, lambda a, m: None, environ={}, site_root=str(site)).resolve(0, f"demo/_m.{EXT}", facts, "libused.so")
+    assert placed.on_loader_path and placed.where == "nvlibs/lib/libused.so" and placed.found_via in ("DT_RPATH", "DT_RUNPATH")

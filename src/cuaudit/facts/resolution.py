@@ -14,7 +14,9 @@ cache is reported as found off the loader's path ("run ldconfig").
 ``$ORIGIN`` is the folder of the file inside its artifact: wheel members, and
 the distributions installed in one site directory, share one namespace, so
 ``$ORIGIN/../../nvidia/cublas/lib`` in ``torch/lib/libtorch_cuda.so`` reaches
-the ``nvidia-cublas-cu12`` wheel given beside it.
+the ``nvidia-cublas-cu12`` wheel given beside it.  A wheel checked together
+with an environment (``check --python``) is placed in the environment's
+first site directory, as if installed there.
 
 When these fail, the places where the library *exists* but the loader would
 not look are tried too, and reported as such (``on_loader_path=False``):
@@ -70,10 +72,12 @@ class Resolution:
         return f"{self.needed} => {self.where}{prov} via {self.found_via}{extra}"
 
 
-def _namespace(art: "Artifact", shared_wheels: bool = True) -> tuple[str, str | None]:
+def _namespace(art: "Artifact", shared_wheels: bool = True, site_root: str | None = None) -> tuple[str, str | None]:
     """(namespace key, filesystem root) of an artifact's member paths."""
     kind = art.ref.kind
     if kind is ArtifactKind.WHEEL:
+        if site_root and shared_wheels:
+            return site_root, site_root  # checked against an environment: as if installed there
         # Wheels install into one site directory together; two versions of one project cannot.
         return ("<wheels>" if shared_wheels else f"<wheel:{art.ref.path}>"), None
     if kind is ArtifactKind.FILE:
@@ -93,6 +97,7 @@ class Resolver:
         environ: dict[str, str] | None = None,
         extras: Iterable[str] = (),
         use_system: bool = True,
+        site_root: str | None = None,
     ) -> None:
         self.artifacts = artifacts
         self._fact = fact  # (artifact, member path) -> ElfFacts | None
@@ -107,7 +112,7 @@ class Resolver:
 
         names = Counter(a.ref.name for a in artifacts if a.ref.kind is ArtifactKind.WHEEL)
         for i, art in enumerate(artifacts):
-            ns, root = _namespace(art, names[art.ref.name] < 2)
+            ns, root = _namespace(art, names[art.ref.name] < 2, site_root)
             self.art_ns.append(ns)
             self.ns_roots.setdefault(ns, root)
             table = self.ns_members.setdefault(ns, {})

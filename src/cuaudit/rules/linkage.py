@@ -81,6 +81,7 @@ class Linkage:
             lambda art, member: ctx.fact("elf", art, member),
             environ=dict(env.environ) if env is not None else None,
             extras=with_,
+            site_root=env.site_dirs[0] if env is not None and env.site_dirs else None,
         )
         self.with_ = tuple(with_)
         self.index = {id(a): i for i, a in enumerate(ctx.artifacts)}
