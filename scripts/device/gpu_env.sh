@@ -14,7 +14,7 @@ export CUAUDIT_CACHE_DIR=/tmp/cuaudit-cache; rm -rf "$CUAUDIT_CACHE_DIR"
 CU="$PY -m cuaudit.cli"
 echo "== machine"; nvidia-smi -L; $PY -c 'import sys; print(sys.version)'; nproc; date -u
 $PY -m pip list 2>/dev/null | grep -iE "^(torch|cupy|cuda-|nvidia-|numba|jax|numpy) " | tr -s ' ' | paste -sd';' | tee "$OUT/versions.txt"
-t() { local s=$(date +%s.%N); "$@"; local rc=$?; local e=$(date +%s.%N); printf '%s rc=%s %.2fs\n' "$*" $rc $(echo "$e - $s" | bc) | tee -a "$OUT/timings.txt" >&2; }
+t() { local s=$(date +%s%N); "$@"; local rc=$?; local e=$(date +%s%N); printf "%s rc=%s %d ms\n" "$*" $rc $(( (e - s) / 1000000 )) | tee -a "$OUT/timings.txt" >&2; }
 echo "== cuaudit env (cold)"
 t $CU env -q --color never > "$OUT/env.txt"
 t $CU env -q --format json -o "$OUT/env-cold.json" --no-cache
