@@ -1,0 +1,677 @@
+"""Cython C-API facts, read from compiled extension modules without running them.
+
+A Cython module that declares ``cdef api`` functions (or anything in a
+``.pxd``) exports them as capsules in its ``__pyx_capi__`` dict; a module
+that ``cimport``s it imports each one by name and checks the capsule's
+signature string at import time.  When the provider changes, the consumer
+fails at ``import`` — the seed incident: cuda-python 12.6.1 turned
+``cuda.ccudart`` into a shim without ``__pyx_capi__`` and RMM, cuDF, cuGraph
+stopped importing (``AttributeError: module 'cuda.ccudart' has no attribute
+'__pyx_capi__'``).
+
+What the generated C code looks like (Cython 0.29 - 3.1)::
+
+    mod = PyImport_ImportModule("cuda.ccudart");
+    __Pyx_ImportFunction_3_0_11(mod, "cudaMemcpyAsync", &ptr, "cudaError_t (void *, ...)");
+    tp = __Pyx_ImportType_3_0_11(mod, "cuda.ccudart", "Foo", sizeof(struct Foo), align, check_size);
+    __Pyx_ExportFunction("cudaMalloc", (void (*)(void))f, "cudaError_t (void **, size_t)");
+
+The strings are plain C strings; the pairs (name, signature), the providing
+module and the expected struct size are only joined at the call sites.  We
+find the calls to ``PyImport_ImportModule`` (through its PLT stub or GOT
+slot), disassemble forward with capstone, track what each argument register
+holds (a string address, an immediate, the imported module), and read every
+call that receives the imported module as its first argument.  Exports are
+the call sites of the helper that calls ``PyCapsule_New`` with a signature.
+
+Cython 3.2 keeps the names and signatures of a module's imports and exports
+in one bytes constant (``sig\\0sig\\0...\\0name\\0name...``), stored with all
+the module's other string constants in one zlib-compressed blob; see
+:mod:`cuaudit.facts._cython_blob`.
+
+Only x86-64 ELF is read; anything else is a CU009 ``InputError``.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass, field
+
+from cuaudit.facts import Extractor, InputError, MemberReader
+from cuaudit.model import Member, MemberKind
+
+# -- facts ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, order=True)
+class CExport:
+    """One entry of a module's ``__pyx_capi__``: name -> capsule signature."""
+
+    name: str
+    signature: str
+    kind: str = "function"  # or "variable"
+
+
+@dataclass(frozen=True, order=True)
+class CImport:
+    """A C function or variable a module imports from another module's ``__pyx_capi__``."""
+
+    module: str
+    name: str
+    signature: str
+    kind: str = "function"
+
+
+@dataclass(frozen=True, order=True)
+class TypeImport:
+    """An extension type a module imports (``__Pyx_ImportType``) and the struct size it expects."""
+
+    module: str
+    name: str
+    size: int | None
+    #: what a size mismatch does at import: "error", "warn", "ignore", or "" when unknown
+    check_size: str = ""
+
+
+@dataclass(frozen=True, order=True)
+class TypeDef:
+    """An extension type a module defines, and its ``tp_basicsize`` when readable."""
+
+    name: str  # qualified: "rmm.pylibrmm.device_buffer.DeviceBuffer"
+    size: int | None
+
+
+@dataclass(frozen=True)
+class CythonModule:
+    """The C-API facts of one compiled Cython module."""
+
+    module: str  # dotted import name, from the member path
+    cython: str  # "3.0.11", "0.29.37", ... ("" when no ABI marker was found)
+    exports: tuple[CExport, ...] = ()
+    has_capi: bool = False  # the module creates a __pyx_capi__ dict
+    imports: tuple[CImport, ...] = ()
+    type_imports: tuple[TypeImport, ...] = ()
+    types: tuple[TypeDef, ...] = ()
+    #: things the static reader could not recover (each a sentence)
+    unresolved: tuple[str, ...] = ()
+
+    @property
+    def cimported_modules(self) -> tuple[str, ...]:
+        return tuple(sorted({i.module for i in self.imports} | {t.module for t in self.type_imports}))
+
+
+CHECK_SIZE = {0: "error", 1: "warn", 2: "ignore"}
+
+_EXT = re.compile(r"(\.cpython-[^./]*|\.abi3|\.cp\d+[^./]*)?\.so$")
+
+
+def module_name_for(path: str) -> str:
+    """``cuda/ccudart.cpython-311-x86_64-linux-gnu.so`` -> ``cuda.ccudart``."""
+    p = path
+    for prefix in ("site-packages/", "dist-packages/"):
+        if prefix in p:
+            p = p.split(prefix, 1)[1]
+    return _EXT.sub("", p).replace("/", ".")
+
+
+# -- a minimal x86-64 ELF image ---------------------------------------------------------
+
+
+class _Image:
+    """Sections, PLT/GOT of imported functions and string reads of one ELF file."""
+
+    def __init__(self, data: bytes | memoryview, path: str) -> None:
+        self.data = data
+        self.path = path
+        if len(data) < 64 or bytes(data[:4]) != b"\x7fELF":
+            raise InputError("CU006", f"{path}: not an ELF file")
+        if data[4] != 2 or data[5] != 1:
+            raise InputError("CU009", f"{path}: 32-bit or big-endian ELF is not analysed for Cython C-API (x86-64 only)")
+        machine = struct.unpack_from("<H", data, 18)[0]
+        if machine != 62:
+            raise InputError(
+                "CU009",
+                f"{path}: ELF machine {machine} is not analysed for Cython C-API imports (x86-64 only)",
+                machine=machine,
+            )
+        (shoff,) = struct.unpack_from("<Q", data, 0x28)
+        shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+        (phoff,) = struct.unpack_from("<Q", data, 0x20)
+        phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+        if shoff + shnum * shentsize > len(data) or phoff + phnum * phentsize > len(data):
+            raise InputError("CU005", f"{path}: section or program headers extend past the end of the file")
+        raw = []
+        for i in range(shnum):
+            raw.append(struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize))
+        self.sections: dict[str, tuple[int, int, int, int, int, int]] = {}  # name -> (type, addr, off, size, link, entsize)
+        self._by_index = raw
+        if shnum and shstrndx < shnum:
+            strtab_off = raw[shstrndx][4]
+            for sh in raw:
+                name = self._cstr_at(strtab_off + sh[0])
+                self.sections.setdefault(name, (sh[1], sh[3], sh[4], sh[5], sh[6], sh[9]))
+        self.loads: list[tuple[int, int, int]] = []  # (vaddr, offset, filesz)
+        for i in range(phnum):
+            p_type, _flags, p_off, p_vaddr, _pa, p_filesz = struct.unpack_from("<IIQQQQ", data, phoff + i * phentsize)
+            if p_type == 1:
+                self.loads.append((p_vaddr, p_off, p_filesz))
+
+    def _cstr_at(self, off: int, limit: int = 4096) -> str:
+        end = self.data.find(b"\0", off, off + limit) if isinstance(self.data, (bytes, bytearray)) else bytes(self.data[off : off + limit]).find(b"\0") + off
+        if end < 0:
+            end = off + limit
+        return bytes(self.data[off:end]).decode("utf-8", "replace")
+
+    def offset(self, vaddr: int) -> int | None:
+        for va, off, size in self.loads:
+            if va <= vaddr < va + size:
+                return off + vaddr - va
+        return None
+
+    def cstr(self, vaddr: int, limit: int = 8192) -> str | None:
+        off = self.offset(vaddr)
+        if off is None:
+            return None
+        end = self.data.find(b"\0", off, off + limit)
+        if end < 0:
+            return None
+        try:
+            return bytes(self.data[off:end]).decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+
+    def section(self, name: str) -> tuple[int, int, int] | None:
+        """(addr, offset, size) of a section."""
+        s = self.sections.get(name)
+        return (s[1], s[2], s[3]) if s else None
+
+    def section_bytes(self, name: str) -> tuple[int, bytes]:
+        s = self.section(name)
+        if not s or s[2] == 0:
+            return 0, b""
+        addr, off, size = s
+        return addr, bytes(self.data[off : off + size])
+
+    def in_section(self, vaddr: int, *names: str) -> bool:
+        for n in names:
+            s = self.section(n)
+            if s and s[0] <= vaddr < s[0] + s[2]:
+                return True
+        return False
+
+    def dynsym_names(self) -> list[str]:
+        s = self.sections.get(".dynsym")
+        if not s:
+            return []
+        _t, _addr, off, size, link, entsize = s
+        strsec = self._by_index[link]
+        str_off = strsec[4]
+        out = []
+        for i in range(size // (entsize or 24)):
+            (st_name,) = struct.unpack_from("<I", self.data, off + i * 24)
+            out.append(self._cstr_at(str_off + st_name, 512))
+        return out
+
+    def imported_functions(self, wanted: set[str]) -> dict[str, tuple[set[int], set[int]]]:
+        """name -> (PLT stub addresses, GOT slots) for the wanted dynamic symbols."""
+        names = self.dynsym_names()
+        slots: dict[int, str] = {}
+        for rel in (".rela.plt", ".rela.dyn"):
+            s = self.sections.get(rel)
+            if not s:
+                continue
+            _t, _addr, off, size, _link, _ent = s
+            for r_offset, r_info, _add in struct.iter_unpack("<QQq", bytes(self.data[off : off + size - size % 24])):
+                rtype, sym = r_info & 0xFFFFFFFF, r_info >> 32
+                if rtype in (6, 7) and 0 < sym < len(names) and names[sym] in wanted:  # GLOB_DAT, JUMP_SLOT
+                    slots[r_offset] = names[sym]
+        out: dict[str, tuple[set[int], set[int]]] = {n: (set(), set()) for n in wanted}
+        for slot, name in slots.items():
+            out[name][1].add(slot)
+        for sec in (".plt", ".plt.sec", ".plt.got"):
+            addr, blob = self.section_bytes(sec)
+            for m in re.finditer(rb"\xff\x25", blob):
+                p = m.start()
+                if p + 6 > len(blob):
+                    continue
+                (disp,) = struct.unpack_from("<i", blob, p + 2)
+                target = addr + p + 6 + disp
+                name = slots.get(target)
+                if name:
+                    stub = addr + p - (p % 16 if sec != ".plt.got" else p % 8)
+                    out[name][0].add(stub)
+        return out
+
+    def rela_relative(self) -> dict[int, int]:
+        """R_X86_64_RELATIVE relocations: address -> value (for pointers in initialised data)."""
+        s = self.sections.get(".rela.dyn")
+        out: dict[int, int] = {}
+        if not s:
+            return out
+        _t, _addr, off, size, _link, _ent = s
+        for r_offset, r_info, addend in struct.iter_unpack("<QQq", bytes(self.data[off : off + size - size % 24])):
+            if r_info & 0xFFFFFFFF == 8:
+                out[r_offset] = addend
+        return out
+
+    def function_starts(self) -> list[int]:
+        """Sorted function start addresses from .eh_frame_hdr's search table."""
+        s = self.section(".eh_frame_hdr")
+        if not s:
+            return []
+        addr, off, size = s
+        hdr = bytes(self.data[off : off + size])
+        if len(hdr) < 12 or hdr[0] != 1:
+            return []
+        eh_ptr_enc, count_enc, table_enc = hdr[1], hdr[2], hdr[3]
+        if count_enc != 0x03 or table_enc != 0x3B:  # udata4 count, datarel sdata4 table
+            return []
+        (count,) = struct.unpack_from("<I", hdr, 8)
+        starts = []
+        for i in range(count):
+            if 12 + 8 * i + 8 > len(hdr):
+                break
+            loc, _fde = struct.unpack_from("<ii", hdr, 12 + 8 * i)
+            starts.append(addr + loc)
+        starts.sort()
+        return starts
+
+
+# -- call sites and argument registers ------------------------------------------------------
+
+_REG64 = {
+    "edi": "rdi", "esi": "rsi", "edx": "rdx", "ecx": "rcx", "eax": "rax", "ebx": "rbx", "ebp": "rbp",
+    "r8d": "r8", "r9d": "r9", "r10d": "r10", "r11d": "r11", "r12d": "r12", "r13d": "r13", "r14d": "r14", "r15d": "r15",
+}
+_TRACKED = {"rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15"}
+_CLOBBERED = ("rax", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11")
+_NO_WRITE = {"test", "cmp", "push", "bt", "ret", "call", "nop", "endbr64", "leave", "hlt", "ud2", "int3"}
+_RIP = re.compile(r"\[rip ([+-]) (0x[0-9a-f]+|\d+)\]")
+
+
+def _reg(name: str) -> str | None:
+    name = name.strip()
+    name = _REG64.get(name, name)
+    return name if name in _TRACKED else None
+
+
+@dataclass
+class CallSite:
+    address: int
+    target: int  # call rel32 target, or -slot for call [rip+slot]
+    args: dict = field(default_factory=dict)  # register -> value
+
+
+class _Tracker:
+    """A linear pass over x86-64 code tracking what each register holds.
+
+    Values: ("addr", vaddr) for a rip-relative ``lea``; ("imm", n); ("mem", vaddr)
+    for a rip-relative load; ("ret", target) for a call's result; ("module", name)
+    for the result of ``PyImport_ImportModule(name)``.
+    """
+
+    def __init__(self, image: _Image) -> None:
+        import capstone
+
+        self.cs = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+        self.cs.skipdata = True
+        self.image = image
+        taddr, toff, tsize = image.section(".text") or (0, 0, 0)
+        self.text = (taddr, toff, tsize)
+
+    def code(self, start: int, end: int) -> bytes:
+        taddr, toff, tsize = self.text
+        start = max(start, taddr)
+        end = min(end, taddr + tsize)
+        return bytes(self.image.data[toff + start - taddr : toff + end - taddr])
+
+    def aligned_start(self, address: int, back: int) -> int:
+        """An address at most ``back`` bytes before ``address`` from which decoding lands on it."""
+        taddr = self.text[0]
+        for delta in range(back, 0, -1):
+            start = max(taddr, address - delta)
+            blob = self.code(start, address + 16)
+            pos = start
+            for a, size, _m, _o in self.cs.disasm_lite(blob, start):
+                if a >= address:
+                    pos = a
+                    break
+            if pos == address:
+                return start
+        return address
+
+    def run(self, start: int, end: int, on_call, regs: dict | None = None) -> dict:
+        regs = dict(regs or {})
+        blob = self.code(start, end)
+        # Forward branches carry their state to their target; after an unconditional
+        # jump the next instruction is reached only through such a branch (error
+        # blocks sit between the import calls and load registers of their own).
+        pending: dict[int, dict] = {}
+        dead = False
+        for address, size, mnem, ops in self.cs.disasm_lite(blob, start):
+            nxt = address + size
+            if address in pending:
+                other = pending.pop(address)
+                regs = dict(other) if dead else {k: v for k, v in regs.items() if other.get(k) == v}
+                dead = False
+            if mnem[0] == "j":
+                if ops.startswith("0x"):
+                    target = int(ops, 16)
+                    if target > address:
+                        prev = pending.get(target)
+                        pending[target] = dict(regs) if prev is None else {k: v for k, v in prev.items() if regs.get(k) == v}
+                if mnem == "jmp":
+                    dead = True
+                continue
+            if mnem == "ret":
+                dead = True
+                continue
+            if mnem == "call":
+                target = None
+                if ops.startswith("0x"):
+                    target = int(ops, 16)
+                else:
+                    m = _RIP.search(ops)
+                    if m:
+                        disp = int(m.group(2), 16 if m.group(2).startswith("0x") else 10)
+                        target = -(nxt + (disp if m.group(1) == "+" else -disp))
+                result = on_call(CallSite(address, target if target is not None else 0, regs))
+                for r in _CLOBBERED:
+                    regs.pop(r, None)
+                if result is not None:
+                    regs["rax"] = result
+                elif target is not None:
+                    regs["rax"] = ("ret", target)
+                continue
+            if mnem in _NO_WRITE or mnem.startswith("j") or mnem.startswith("cmov") and False:
+                continue
+            dst, _, src = ops.partition(", ")
+            rd = _reg(dst)
+            if rd is None:
+                continue
+            if mnem == "lea":
+                m = _RIP.search(src)
+                if m:
+                    disp = int(m.group(2), 16 if m.group(2).startswith("0x") else 10)
+                    regs[rd] = ("addr", nxt + (disp if m.group(1) == "+" else -disp))
+                else:
+                    regs.pop(rd, None)
+            elif mnem in ("mov", "movabs"):
+                rs = _reg(src)
+                if rs is not None:
+                    if rs in regs:
+                        regs[rd] = regs[rs]
+                    else:
+                        regs.pop(rd, None)
+                elif src.startswith("0x") or src.isdigit() or src.startswith("-"):
+                    try:
+                        regs[rd] = ("imm", int(src, 0))
+                    except ValueError:
+                        regs.pop(rd, None)
+                else:
+                    m = _RIP.search(src)
+                    if m and src.startswith("qword"):
+                        disp = int(m.group(2), 16 if m.group(2).startswith("0x") else 10)
+                        regs[rd] = ("mem", nxt + (disp if m.group(1) == "+" else -disp))
+                    else:
+                        regs.pop(rd, None)
+            elif mnem == "xor" and _reg(src) == rd:
+                regs[rd] = ("imm", 0)
+            else:
+                regs.pop(rd, None)
+        return regs
+
+
+def _call_sites(image: _Image, targets: set[int], slots: set[int]) -> list[int]:
+    """Addresses of ``call rel32`` to one of ``targets`` and ``call [rip+slot]`` in .text."""
+    taddr, toff, tsize = image.section(".text") or (0, 0, 0)
+    text = image.data[toff : toff + tsize]
+    if not isinstance(text, bytes):
+        text = bytes(text)
+    out = []
+    unpack = struct.unpack_from
+    if targets:
+        lo, hi = min(targets), max(targets)
+        find = text.find
+        p = find(b"\xe8")
+        while p >= 0:
+            if p + 5 <= tsize:
+                (rel,) = unpack("<i", text, p + 1)
+                t = taddr + p + 5 + rel
+                if lo <= t <= hi and t in targets:
+                    out.append(taddr + p)
+            p = find(b"\xe8", p + 1)
+    if slots:
+        for m in re.finditer(rb"\xff\x15", text):
+            p = m.start()
+            if p + 6 <= tsize:
+                (rel,) = unpack("<i", text, p + 2)
+                if taddr + p + 6 + rel in slots:
+                    out.append(taddr + p)
+    return sorted(out)
+
+
+def _scan_runs(tracker: "_Tracker", sites: list[int], on_call, gap: int = 8192, tail: int = 4096) -> None:
+    """Decode the code around ``sites`` in linear passes, one per cluster of nearby sites."""
+    runs: list[list[int]] = []
+    for s in sites:
+        if runs and s - runs[-1][-1] < gap:
+            runs[-1].append(s)
+        else:
+            runs.append([s])
+    for run in runs:
+        tracker.run(tracker.aligned_start(run[0], 96), run[-1] + tail, on_call)
+
+
+# -- the extractor ------------------------------------------------------------------------
+
+_ABI = re.compile(rb"_cython_(\d+)_(\d+)_(\d+)(?:([abr]|rc)(\d+))?\x00")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _looks_like_signature(text: str) -> bool:
+    return bool(text) and "\n" not in text and len(text) < 4096
+
+
+class CythonCapiExtractor(Extractor):
+    """C-API exports, imports and extension types of a compiled Cython module."""
+
+    name = "cython-capi"
+    version = 1
+
+    def applies(self, member: Member) -> bool:
+        return member.kind is MemberKind.ELF and member.path.endswith(".so")
+
+    def extract(self, reader: MemberReader) -> CythonModule | None:
+        data = reader.mmap()
+        if data is None:
+            data = reader.read()
+        return read_module(data, reader.path)
+
+
+def read_module(data: bytes, path: str) -> CythonModule | None:
+    """The C-API facts of one extension module, or None when it is not a Cython module."""
+    if not isinstance(data, bytes):
+        data = bytes(data)
+    if data[:4] != b"\x7fELF":
+        raise InputError("CU006", f"{path}: not an ELF file")
+    # Not Cython (no ABI marker, no capi name): nothing to say, and nothing to read further.
+    abi = _ABI.search(data)
+    has_capi_name = b"__pyx_capi__\x00" in data
+    if abi is None and not has_capi_name:
+        return None
+    image = _Image(data, path)
+    cython = ""
+    if abi:
+        cython = ".".join(g.decode() for g in abi.groups()[:3])
+        if abi.group(4):
+            cython += abi.group(4).decode() + abi.group(5).decode()
+    module = module_name_for(path)
+    unresolved: list[str] = []
+    generation = tuple(int(x) for x in cython.split(".")[:2]) if cython else (0, 0)
+    imported = image.imported_functions({"PyImport_ImportModule", "PyCapsule_New", "PyDict_SetItemString"})
+    tracker = _Tracker(image)
+    if generation >= (3, 2):
+        from cuaudit.facts import _cython_blob
+
+        exports, imports, type_imports, notes, has_capi = _cython_blob.read(image, tracker, imported, module)
+        unresolved += notes
+    else:
+        imports, type_imports, notes = _read_imports(image, tracker, imported)
+        unresolved += notes
+        exports, has_capi, notes = _read_exports(image, tracker, imported)
+        unresolved += notes
+    types = _read_typedefs(image, module)
+    return CythonModule(
+        module=module,
+        cython=cython,
+        exports=tuple(sorted(set(exports))),
+        has_capi=has_capi or bool(exports),
+        imports=tuple(sorted(set(imports))),
+        type_imports=tuple(sorted(set(type_imports))),
+        types=tuple(sorted(set(types))),
+        unresolved=tuple(unresolved),
+    )
+
+
+def _str(image: _Image, value) -> str | None:
+    if value and value[0] == "addr":
+        return image.cstr(value[1])
+    return None
+
+
+def _read_imports(image: _Image, tracker: _Tracker, imported) -> tuple[list[CImport], list[TypeImport], list[str]]:
+    """Imports of functions, variables and types: the calls that take a just-imported module."""
+    stubs, slots = imported["PyImport_ImportModule"]
+    sites = _call_sites(image, stubs, slots)
+    imports: list[CImport] = []
+    type_imports: list[TypeImport] = []
+    notes: list[str] = []
+    if not sites:
+        return imports, type_imports, notes
+    targets = stubs | {-s for s in slots}
+
+    def on_call(site: CallSite):
+        if site.target in targets:
+            name = _str(image, site.args.get("rdi"))
+            if name is None:
+                notes.append(f"module name of the import at {site.address:#x} not recovered")
+                return ("module", None)
+            return ("module", name)
+        mod = site.args.get("rdi")
+        if not mod or mod[0] != "module" or mod[1] is None:
+            return None
+        rsi, rdx, rcx = (site.args.get(r) for r in ("rsi", "rdx", "rcx"))
+        a_str = _str(image, rsi)
+        if a_str is None:
+            return None
+        c_str = _str(image, rcx)
+        if c_str is not None and _IDENT.match(a_str) and _looks_like_signature(c_str):
+            what = _str(image, site.args.get("r8"))
+            kind = "variable" if what == "pointer" else "function"
+            if what is None and "(" not in c_str:
+                kind = "variable"
+            imports.append(CImport(mod[1], a_str, c_str, kind))
+            return None
+        b_str = _str(image, rdx)
+        if b_str is not None and rcx and rcx[0] == "imm":
+            r9 = site.args.get("r9")
+            check = CHECK_SIZE.get(r9[1], "") if r9 and r9[0] == "imm" else ""
+            type_imports.append(TypeImport(a_str, b_str, rcx[1], check))
+        return None
+
+    _scan_runs(tracker, sites, on_call)
+    return imports, type_imports, notes
+
+
+def _read_exports(image: _Image, tracker: _Tracker, imported) -> tuple[list[CExport], bool, list[str]]:
+    """``__Pyx_ExportFunction(name, f, sig)`` / ``__Pyx_ExportVoidPtr(name, p, sig)`` call sites."""
+    stubs, slots = imported["PyCapsule_New"]
+    sites = _call_sites(image, stubs, slots)
+    exports: list[CExport] = []
+    notes: list[str] = []
+    if not sites:
+        return exports, False, notes
+    has_capi = b"__pyx_capi__\x00" in image.data
+    starts = image.function_starts()
+    import bisect
+
+    helpers: set[int] = set()
+    inline_sites: list[int] = []
+    for s in sites:
+        regs: dict = {}
+
+        def grab(site: CallSite, regs=regs, s=s):
+            if site.address == s:
+                regs.update(site.args)
+            return None
+
+        tracker.run(tracker.aligned_start(s, 48), s + 6, grab)
+        if _str(image, regs.get("rsi")) is not None:
+            inline_sites.append(s)
+        elif starts:
+            i = bisect.bisect_right(starts, s) - 1
+            if i >= 0:
+                helpers.add(starts[i])
+    # Exports through a helper: every call to it passes (name, pointer, signature).
+    # One linear pass over the block of calls: a signature used twice is often
+    # kept in a callee-saved register loaded long before.
+    def on_export(site: CallSite):
+        if site.target not in helpers:
+            return None
+        regs = site.args
+        name, sig = _str(image, regs.get("rdi")), _str(image, regs.get("rdx"))
+        if name is None or sig is None or not _IDENT.match(name):
+            if name is not None or sig is not None:
+                notes.append(f"export at {site.address:#x}: name or signature not recovered")
+            return None
+        ptr = regs.get("rsi")
+        kind = "function"
+        if ptr and ptr[0] == "addr" and not image.in_section(ptr[1], ".text"):
+            kind = "variable"
+        exports.append(CExport(name, sig, kind))
+        return None
+
+    _scan_runs(tracker, _call_sites(image, helpers, set()), on_export)
+    # Exports with the helper inlined: PyCapsule_New(f, sig, 0) then PyDict_SetItemString(d, name, cobj).
+    if inline_sites:
+        set_stubs, set_slots = imported["PyDict_SetItemString"]
+        set_targets = set_stubs | {-s for s in set_slots}
+        for s in inline_sites:
+            pending: dict = {}
+
+            def walk(site: CallSite, pending=pending, s=s):
+                if site.address == s:
+                    pending["sig"] = _str(image, site.args.get("rsi"))
+                    pending["ptr"] = site.args.get("rdi")
+                elif "sig" in pending and site.target in set_targets and "name" not in pending:
+                    pending["name"] = _str(image, site.args.get("rsi"))
+                return None
+
+            tracker.run(tracker.aligned_start(s, 48), s + 96, walk)
+            if pending.get("sig") and pending.get("name") and _IDENT.match(pending["name"]):
+                ptr = pending.get("ptr")
+                kind = "variable" if ptr and ptr[0] == "addr" and not image.in_section(ptr[1], ".text") else "function"
+                exports.append(CExport(pending["name"], pending["sig"], kind))
+    return exports, has_capi, notes
+
+
+def _read_typedefs(image: _Image, module: str) -> list[TypeDef]:
+    """Static ``PyTypeObject``s of the module: ``tp_name`` (a relocated pointer) then ``tp_basicsize``."""
+    out: list[TypeDef] = []
+    prefix = module + "."
+    for where, value in image.rela_relative().items():
+        if not image.in_section(where, ".data", ".data.rel.ro", ".data.rel"):
+            continue
+        name = image.cstr(value, 512)
+        if not name or not name.startswith(prefix) or not _IDENT.match(name[len(prefix) :]):
+            continue
+        off = image.offset(where + 8)
+        if off is None:
+            continue
+        # A PyTypeObject: tp_name at +24, tp_basicsize at +32, tp_itemsize at +40.
+        size, itemsize = struct.unpack_from("<qq", image.data, off)
+        if 16 <= size < 1 << 20 and 0 <= itemsize < 1 << 16:
+            out.append(TypeDef(name, size))
+    return out
