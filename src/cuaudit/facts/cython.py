@@ -88,6 +88,8 @@ class CythonModule:
 
     module: str  # dotted import name, from the member path
     cython: str  # "3.0.11", "0.29.37", ... ("" when no ABI marker was found)
+    #: False: an extension module that is not Cython (so it has no ``__pyx_capi__``)
+    is_cython: bool = True
     exports: tuple[CExport, ...] = ()
     has_capi: bool = False  # the module creates a __pyx_capi__ dict
     imports: tuple[CImport, ...] = ()
@@ -95,6 +97,9 @@ class CythonModule:
     types: tuple[TypeDef, ...] = ()
     #: things the static reader could not recover (each a sentence)
     unresolved: tuple[str, ...] = ()
+    #: the module sets ``__pyx_capi__`` from Python code (``__pyx_capi__ = other.__pyx_capi__``,
+    #: cuda-python 12.6.2.post1's ``cuda.ccudart``); these are the module names it may take it from
+    reexport_candidates: tuple[str, ...] = ()
 
     @property
     def cimported_modules(self) -> tuple[str, ...]:
@@ -483,15 +488,15 @@ class CythonCapiExtractor(Extractor):
     def applies(self, member: Member) -> bool:
         return member.kind is MemberKind.ELF and member.path.endswith(".so")
 
-    def extract(self, reader: MemberReader) -> CythonModule | None:
+    def extract(self, reader: MemberReader) -> CythonModule:
         data = reader.mmap()
         if data is None:
             data = reader.read()
         return read_module(data, reader.path)
 
 
-def read_module(data: bytes, path: str) -> CythonModule | None:
-    """The C-API facts of one extension module, or None when it is not a Cython module."""
+def read_module(data: bytes, path: str) -> CythonModule:
+    """The C-API facts of one extension module (``is_cython=False`` when it is not Cython)."""
     if not isinstance(data, bytes):
         data = bytes(data)
     if data[:4] != b"\x7fELF":
@@ -500,7 +505,10 @@ def read_module(data: bytes, path: str) -> CythonModule | None:
     abi = _ABI.search(data)
     has_capi_name = b"__pyx_capi__\x00" in data
     if abi is None and not has_capi_name:
-        return None
+        _Image(data, path)  # still say when the file is not x86-64 ELF
+        if b"cython_runtime\x00" not in data and b"__pyx_" not in data:
+            return CythonModule(module=module_name_for(path), cython="", is_cython=False)
+        return CythonModule(module=module_name_for(path), cython="")
     image = _Image(data, path)
     cython = ""
     if abi:
@@ -523,6 +531,9 @@ def read_module(data: bytes, path: str) -> CythonModule | None:
         exports, has_capi, notes = _read_exports(image, tracker, imported)
         unresolved += notes
     types = _read_typedefs(image, module)
+    reexport: tuple[str, ...] = ()
+    if not exports and has_capi_name and generation < (3, 2):
+        reexport = _reexport_candidates(image)
     return CythonModule(
         module=module,
         cython=cython,
@@ -532,7 +543,33 @@ def read_module(data: bytes, path: str) -> CythonModule | None:
         type_imports=tuple(sorted(set(type_imports))),
         types=tuple(sorted(set(types))),
         unresolved=tuple(unresolved),
+        reexport_candidates=reexport,
     )
+
+
+_NAME_STR = re.compile(rb"(?<![\x21-\x7e])([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\x00")
+
+
+def _reexport_candidates(image: _Image) -> tuple[str, ...]:
+    """Dotted names a module that assigns ``__pyx_capi__`` in Python code may take it from.
+
+    ``from cuda.bindings import cyruntime; __pyx_capi__ = cyruntime.__pyx_capi__``
+    leaves the strings ``cuda.bindings`` and ``cyruntime``: every dotted string,
+    and every dotted string joined with every identifier (the rules keep those
+    that are modules with a C-API).
+    """
+    _addr, ro = image.section_bytes(".rodata")
+    dotted: set[str] = set()
+    idents: set[str] = set()
+    for m in _NAME_STR.finditer(ro):
+        text = m.group(1).decode()
+        if len(text) > 200 or text.startswith("__pyx"):
+            continue
+        (dotted if "." in text else idents).add(text)
+    out = set(dotted)
+    if len(dotted) * len(idents) < 200_000:
+        out |= {f"{d}.{i}" for d in dotted for i in idents}
+    return tuple(sorted(out))
 
 
 def _str(image: _Image, value) -> str | None:
