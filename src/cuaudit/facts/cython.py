@@ -532,7 +532,11 @@ def read_module(data: bytes, path: str) -> CythonModule:
         unresolved += notes
     types = _read_typedefs(image, module)
     reexport: tuple[str, ...] = ()
-    if not exports and has_capi_name and generation < (3, 2):
+    if not exports and has_capi_name and generation < (3, 2) and (
+        not imports or _python_name_used(image, b"__pyx_capi__")
+    ):
+        # The name without any import of a C function (which is what passes it to
+        # PyObject_GetAttrString in consumers): a Python-level __pyx_capi__.
         reexport = _reexport_candidates(image)
     return CythonModule(
         module=module,
@@ -548,6 +552,28 @@ def read_module(data: bytes, path: str) -> CythonModule:
 
 
 _NAME_STR = re.compile(rb"(?<![\x21-\x7e])([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\x00")
+
+
+def _python_name_used(image: _Image, name: bytes) -> bool:
+    """Whether ``name`` is a Python-level identifier of the module (an entry of its string table).
+
+    Consumers pass ``"__pyx_capi__"`` as a C string to ``PyObject_GetAttrString``
+    (referenced from code only); a module that assigns ``__pyx_capi__`` in
+    Python code has it in its string table, a relocated pointer in data.
+    """
+    _addr, ro = image.section_bytes(".rodata")
+    ro_addr = _addr
+    targets = set()
+    start = 0
+    while True:
+        i = ro.find(name + b"\0", start)
+        if i < 0:
+            break
+        targets.add(ro_addr + i)
+        start = i + 1
+    if not targets:
+        return False
+    return any(v in targets for v in image.rela_relative().values())
 
 
 def _reexport_candidates(image: _Image) -> tuple[str, ...]:

@@ -290,3 +290,202 @@ class ExtensionTypeSizeChanged(CapiRule):
                 key=f"{t.module}.{t.name}",
                 severity=severity,
             )
+
+
+# -- `cuaudit diff` findings ------------------------------------------------------------------
+
+
+class DiffRule(Rule):
+    """Base of the findings of `cuaudit diff` (never run by `check` or `env`)."""
+
+    emitted_by_engine = True
+
+
+class CapiFunctionRemoved(DiffRule):
+    """## What it does
+    `cuaudit diff OLD NEW`: a C function or variable in a module's
+    `__pyx_capi__` in OLD is not exported by that module in NEW.
+
+    ## Why is this bad?
+    Every consumer compiled against OLD that cimports it fails at import
+    (`ImportError: ... does not export expected C function ...`).  Breaking.
+
+    ## Example
+    `cuda.bindings.cyruntime.cudaGraphAddNode_v2` exported by cuda-bindings
+    12.9.4, gone in 13.0.3.
+
+    ## Use instead
+    Keep exporting the old name (a thin wrapper) for a deprecation period, or
+    release the change as a new major version with consumers pinning `<NEXT`.
+
+    ## Fix safety
+    No automatic fix.
+    """
+
+    code = "CU310"
+    name = "capi-function-removed"
+    summary = "diff: a C function/variable is no longer exported (breaking)"
+    severity = Severity.ERROR
+
+
+class CapiSignatureChanged(DiffRule):
+    """## What it does
+    `cuaudit diff OLD NEW`: a C function or variable keeps its name but its
+    signature string (the capsule name Cython checks) differs.
+
+    ## Why is this bad?
+    Consumers compiled against OLD fail at import with `TypeError: C function
+    ... has wrong signature`.  Breaking, even when only Cython's mangled type
+    names changed (cuda-python 12.6.2.post1's `__pyx_t_4cuda_7ccudart_...` →
+    `__pyx_t_4cuda_8bindings_9cyruntime_...`).
+
+    ## Example
+    `cuda.bindings.cyruntime.cudaGraphAddNode`: 12.9.4 → 13.0.3 adds a parameter.
+
+    ## Use instead
+    Add the new signature under a new name and keep the old one.
+
+    ## Fix safety
+    No automatic fix.
+    """
+
+    code = "CU311"
+    name = "capi-signature-changed"
+    summary = "diff: a C function/variable changes its signature (breaking)"
+    severity = Severity.ERROR
+
+
+class CapiFunctionAdded(DiffRule):
+    """## What it does
+    `cuaudit diff OLD NEW`: a C function or variable (or a whole module's
+    C-API) is new in NEW.
+
+    ## Why is this bad?
+    It is not: additions are harmless for existing consumers.  Listed so the
+    report is a complete account of the C-API change.
+
+    ## Example
+    `cuda.bindings.cyruntime.cudaGraphConditionalHandleCreate_v2` new in 13.0.
+
+    ## Use instead
+    Nothing to do.
+
+    ## Fix safety
+    Nothing to fix.
+    """
+
+    code = "CU312"
+    name = "capi-function-added"
+    summary = "diff: a C function/variable is added (harmless)"
+    severity = Severity.INFO
+
+
+class CapiModuleRemoved(DiffRule):
+    """## What it does
+    `cuaudit diff OLD NEW`: a module that had a `__pyx_capi__` in OLD is gone
+    in NEW, or is still there without one; says where its functions moved
+    when another NEW module exports most of them.
+
+    ## Why is this bad?
+    The seed incident: cuda-python 12.6.1 made `cuda.ccudart`, `cuda.ccuda`
+    and `cuda.cnvrtc` shims over `cuda.bindings.*` without `__pyx_capi__`;
+    RMM, cuDF and cuGraph failed at import with `AttributeError: module
+    'cuda.ccudart' has no attribute '__pyx_capi__'`.
+
+    ## Example
+    ```
+    cuaudit diff cuda-python==12.6.0 cuda-python==12.6.1
+    CU313 cuda.ccudart loses its __pyx_capi__ in cuda-python 12.6.1 (298 functions/variables) ...;
+          the functions moved to cuda.bindings.cyruntime
+    ```
+
+    ## Use instead
+    Keep the old module re-exporting the C-API, as 12.6.2.post1 did:
+    `from cuda.bindings import cyruntime; __pyx_capi__ = cyruntime.__pyx_capi__`.
+
+    ## Fix safety
+    No automatic fix.
+    """
+
+    code = "CU313"
+    name = "capi-module-removed"
+    summary = "diff: a module with a C-API is removed or loses __pyx_capi__ (breaking)"
+    severity = Severity.ERROR
+
+
+class ExtensionTypeResized(DiffRule):
+    """## What it does
+    `cuaudit diff OLD NEW`: an extension type defined in both releases has a
+    different `tp_basicsize`.
+
+    ## Why is this bad?
+    Consumers that cimport the type check its size at import: `ValueError:
+    ... size changed, may indicate binary incompatibility`.
+
+    ## Example
+    A `cdef class Stream` that gains a field between two minor releases.
+
+    ## Use instead
+    Change struct layouts only in major releases.
+
+    ## Fix safety
+    No automatic fix.
+    """
+
+    code = "CU314"
+    name = "extension-type-resized"
+    summary = "diff: an extension type changes size (breaking for cimporting consumers)"
+    severity = Severity.ERROR
+
+
+class PublicModuleRemoved(DiffRule):
+    """## What it does
+    `cuaudit diff OLD NEW`: a public Python module (no `_`-prefixed part, not
+    a test package) of OLD does not exist in NEW.
+
+    ## Why is this bad?
+    `import` of it fails for every Python caller.
+
+    ## Example
+    `cuda.tests.test_ccudart` in cuda-python 12.6.0, moved under
+    `cuda.bindings.tests` in 12.6.1.
+
+    ## Use instead
+    Keep a shim module that imports from the new location, with a
+    deprecation warning, for a release or two.
+
+    ## Fix safety
+    No automatic fix.
+    """
+
+    code = "CU315"
+    name = "public-module-removed"
+    summary = "diff: a public Python module is removed"
+    severity = Severity.WARNING
+
+
+class ConsumerBroken(DiffRule):
+    """## What it does
+    `cuaudit diff OLD NEW --consumers PATH...`: a consumer (a wheel or an
+    installed distribution) whose Cython imports work against OLD and fail
+    against NEW.
+
+    ## Why is this bad?
+    Upgrading from OLD to NEW breaks `import` of that consumer.
+
+    ## Example
+    `cuaudit diff cuda-python==12.6.0 cuda-python==12.6.1 --consumers rmm_cu12-24.12.0-*.whl`
+    → rmm.pylibrmm.device_buffer cimports cudaMemcpyAsync from cuda.ccudart, which has no `__pyx_capi__`.
+
+    ## Use instead
+    Pin the consumer's requirement below NEW (`cuda-python<=12.6.0`), or
+    rebuild it against NEW.
+
+    ## Fix safety
+    No automatic fix.
+    """
+
+    code = "CU316"
+    name = "consumer-broken"
+    summary = "diff: a consumer's Cython imports work with OLD and fail with NEW"
+    severity = Severity.ERROR
