@@ -518,7 +518,10 @@ def read_module(data: bytes, path: str) -> CythonModule:
     module = module_name_for(path)
     unresolved: list[str] = []
     generation = tuple(int(x) for x in cython.split(".")[:2]) if cython else (0, 0)
-    imported = image.imported_functions({"PyImport_ImportModule", "PyCapsule_New", "PyDict_SetItemString"})
+    imported = image.imported_functions(
+        {"PyImport_ImportModule", "PyCapsule_New", "PyDict_SetItemString", "PyErr_Format", "PyErr_WarnFormat",
+         "PyOS_snprintf"}
+    )
     tracker = _Tracker(image)
     if generation >= (3, 2):
         from cuaudit.facts import _cython_blob
@@ -614,14 +617,52 @@ def _read_imports(image: _Image, tracker: _Tracker, imported) -> tuple[list[CImp
     if not sites:
         return imports, type_imports, notes
     targets = stubs | {-s for s in slots}
+    fmt_stubs, fmt_slots = imported["PyErr_Format"]
+    warn_stubs, warn_slots = imported["PyErr_WarnFormat"]
+    snp_stubs, snp_slots = imported["PyOS_snprintf"]
+    formats = fmt_stubs | {-s for s in fmt_slots}
+    # Cython 3.1 warns with PyErr_WarnFormat(NULL, 0, fmt, ...); 0.29/3.0 format the
+    # warning with PyOS_snprintf(buf, 200, fmt, ...) first: same argument registers.
+    warns = warn_stubs | {-s for s in warn_slots} | snp_stubs | {-s for s in snp_slots}
+    current: list[str | None] = [None]
+    # Helpers inlined into the module init leave no call taking the module; their
+    # error messages still name everything: (module, name, signature) or
+    # (module, class, expected size).
+    inlined_sigs: dict[tuple[str, str], tuple[str, str]] = {}
+    inlined_names: dict[tuple[str, str], str] = {}
+    inlined_types: dict[tuple[str, str], list] = {}
+
+    def on_error(site: CallSite, warn: bool) -> None:
+        a = site.args
+        fmt = _str(image, a.get("rdx" if warn else "rsi")) or ""
+        if "size changed" in fmt:
+            mod, cls, size = (a.get(r) for r in (("rcx", "r8", "r9") if warn else ("rdx", "rcx", "r8")))
+            mod_s, cls_s = _str(image, mod), _str(image, cls)
+            if mod_s and cls_s and size and size[0] == "imm":
+                entry = inlined_types.setdefault((mod_s, cls_s), [size[1], []])
+                entry[1].append("warn" if warn else "error")
+        elif current[0] and ("does not export expected C" in fmt or "has wrong signature" in fmt):
+            name = _str(image, a.get("rcx"))
+            if not name or not _IDENT.match(name):
+                return
+            kind = "variable" if "C variable" in fmt else "function"
+            inlined_names[(current[0], name)] = kind
+            if "has wrong signature" in fmt:
+                sig = _str(image, a.get("r8"))
+                if sig is not None:
+                    inlined_sigs[(current[0], name)] = (sig, kind)
 
     def on_call(site: CallSite):
         if site.target in targets:
             name = _str(image, site.args.get("rdi"))
+            current[0] = name
             if name is None:
                 notes.append(f"module name of the import at {site.address:#x} not recovered")
                 return ("module", None)
             return ("module", name)
+        if site.target in formats or site.target in warns:
+            on_error(site, site.target in warns)
+            return None
         mod = site.args.get("rdi")
         if not mod or mod[0] != "module" or mod[1] is None:
             return None
@@ -641,10 +682,52 @@ def _read_imports(image: _Image, tracker: _Tracker, imported) -> tuple[list[CImp
         if b_str is not None and rcx and rcx[0] == "imm":
             r9 = site.args.get("r9")
             check = CHECK_SIZE.get(r9[1], "") if r9 and r9[0] == "imm" else ""
+            if not check and site.target > 0:
+                check = helper_check_size(site.target)
             type_imports.append(TypeImport(a_str, b_str, rcx[1], check))
         return None
 
+    helper_checks: dict[int, str] = {}
+
+    def helper_check_size(target: int) -> str:
+        """check_size of a type-import helper GCC specialised for one constant (constprop clone)."""
+        if target in helper_checks:
+            return helper_checks[target]
+        import bisect
+
+        starts = image.function_starts()
+        i = bisect.bisect_right(starts, target)
+        end = starts[i] if i < len(starts) else target + 2048
+        seen: list[str] = []
+
+        def look(site: CallSite):
+            if site.target in formats or site.target in warns:
+                warn = site.target in warns
+                fmt = _str(image, site.args.get("rdx" if warn else "rsi")) or ""
+                if "size changed" in fmt:
+                    seen.append("warn" if warn else "error")
+            return None
+
+        tracker.run(target, min(end, target + 8192), look)
+        check = "warn" if "warn" in seen else "error" if seen.count("error") >= 2 else "ignore" if seen else ""
+        helper_checks[target] = check
+        return check
+
     _scan_runs(tracker, sites, on_call)
+    known = {(i.module, i.name) for i in imports}
+    for (mod, name), (sig, kind) in inlined_sigs.items():
+        if (mod, name) not in known:
+            imports.append(CImport(mod, name, sig, kind))
+    for (mod, name) in inlined_names:
+        if (mod, name) not in known and (mod, name) not in inlined_sigs:
+            notes.append(f"signature of {mod}.{name} not recovered")
+    known_types = {(t.module, t.name) for t in type_imports}
+    for (mod, cls), (size, checks) in inlined_types.items():
+        if (mod, cls) not in known_types:
+            # One error format: the "smaller" check every import has; a second one
+            # is check_size='error', a warning is 'warn', neither is 'ignore'.
+            check = "warn" if "warn" in checks else "error" if checks.count("error") >= 2 else "ignore"
+            type_imports.append(TypeImport(mod, cls, size, check))
     return imports, type_imports, notes
 
 
