@@ -146,6 +146,7 @@ class ImportProblem:
     found: tuple[str, ...] = ()  # provider's signatures for "signature"
     type_import: TypeImport | None = None
     actual_size: int | None = None
+    origin: str = "static"  # "probe": the consumer's side was read by importing it
 
 
 def import_problems(consumer: Provider, index: CapiIndex) -> list[ImportProblem]:

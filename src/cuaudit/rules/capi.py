@@ -36,10 +36,56 @@ def _problems(ctx) -> list[ImportProblem]:
         index = _index(ctx)
         out: list[ImportProblem] = []
         for consumer in index.consumers():
-            out += import_problems(consumer, index)
+            found = import_problems(consumer, index)
+            if ctx.config.probe and (found or consumer.facts.unresolved):
+                probed = _probe(ctx, consumer, index)
+                if probed is not None:
+                    found = probed
+            out += found
         return out
 
     return ctx.memo(("capi", "problems"), compute)
+
+
+def _probe(ctx, consumer: Provider, index: CapiIndex) -> list[ImportProblem] | None:
+    """--probe: read the consumer's imports by importing it against stand-ins; None if it could not run."""
+    import dataclasses
+    import sys
+
+    from cuaudit.engine import ProbeRecord
+    from cuaudit.facts.cython import CImport, TypeImport
+    from cuaudit.probe.capi import probe_consumer
+
+    path = consumer.artifact.fs_path(consumer.member)
+    if path is None:
+        consumer.artifact.skip(consumer.member, "--probe needs the module on disk (install the wheel, then `cuaudit env --probe`)")
+        return None
+    python = ctx.environment.python if ctx.environment else sys.executable
+    facts = consumer.facts
+    guess: dict[str, dict] = {}
+    for i in facts.imports:
+        guess.setdefault(i.module, {"capi": {}, "types": {}})["capi"][i.name] = (i.signature, i.kind)
+    for t in facts.type_imports:
+        if t.module not in ("builtins", "__builtin__") and t.size:
+            guess.setdefault(t.module, {"capi": {}, "types": {}})["types"][t.name] = t.size
+    result = probe_consumer(python, facts.module, path, guess, timeout=ctx.config.probe_timeout)
+    ctx.record_probe(ProbeRecord(
+        what=f"import {facts.module} against stand-in providers ({', '.join(sorted(guess))})",
+        command=f"{python} -S <probe> {path}",
+        seconds=round(result.seconds, 3),
+        outcome=f"{result.outcome} ({result.runs} runs)",
+    ))
+    if not result.complete:
+        return None
+    checks = {(t.module, t.name): t.check_size for t in facts.type_imports}
+    probed = dataclasses.replace(
+        facts,
+        imports=tuple(sorted(CImport(m, n, sig, kind) for (m, n), (sig, kind) in result.imports.items())),
+        type_imports=tuple(sorted(TypeImport(m, n, size, checks.get((m, n), "")) for (m, n), size in result.type_sizes.items())),
+        unresolved=(),
+    )
+    probed_consumer = dataclasses.replace(consumer, facts=probed)
+    return [dataclasses.replace(p, consumer=consumer, origin="probe") for p in import_problems(probed_consumer, index)]
 
 
 def _requirement(ctx, consumer: Provider, provider: Provider | None) -> str:
@@ -183,7 +229,8 @@ class MissingCapiImport(CapiRule):
                 evidence = {"provider_module": p.module, "provider": prov.dist, "provider_member": prov.member}
             evidence["functions"] = [{"name": i.name, "signature": i.signature, "kind": i.kind} for i in p.imports]
             yield self.finding(
-                Location(c.ref, c.member, symbol=p.module), msg, fix=Fix(fix), evidence=evidence, key=p.module
+                Location(c.ref, c.member, symbol=p.module), msg, fix=Fix(fix), evidence=evidence, key=p.module,
+                origin=p.origin,
             )
 
 
@@ -233,6 +280,7 @@ class CapiSignatureMismatch(CapiRule):
                 evidence={"provider_module": p.module, "provider": prov.dist, "function": imp.name,
                           "expected": imp.signature, "found": p.found[0]},
                 key=f"{p.module}.{imp.name}",
+                origin=p.origin,
             )
 
 
@@ -289,6 +337,7 @@ class ExtensionTypeSizeChanged(CapiRule):
                           "expected_size": t.size, "actual_size": p.actual_size, "check_size": t.check_size},
                 key=f"{t.module}.{t.name}",
                 severity=severity,
+                origin=p.origin,
             )
 
 
