@@ -176,7 +176,8 @@ def import_problems(consumer: Provider, index: CapiIndex) -> list[ImportProblem]
                     continue  # an extension module the static reader could not read
                 out.append(ImportProblem("no-capi", consumer, module, prov, tuple(imps)))
                 continue
-            missing = tuple(i for i in imps if i.name not in table)
+            unnamed = set(prov.facts.unnamed_variable_exports) if prov.facts else set()
+            missing = tuple(i for i in imps if i.name not in table and not (i.kind == "variable" and i.signature in unnamed))
             if missing:
                 out.append(ImportProblem("missing", consumer, module, prov, missing))
             for i in imps:

@@ -100,6 +100,9 @@ class CythonModule:
     #: the module sets ``__pyx_capi__`` from Python code (``__pyx_capi__ = other.__pyx_capi__``,
     #: cuda-python 12.6.2.post1's ``cuda.ccudart``); these are the module names it may take it from
     reexport_candidates: tuple[str, ...] = ()
+    #: signatures of exported variables whose names are Python objects the static
+    #: reader does not resolve (Cython 3.1 ``__Pyx_ExportVoidPtr(PyObject *name, ...)``)
+    unnamed_variable_exports: tuple[str, ...] = ()
 
     @property
     def cimported_modules(self) -> tuple[str, ...]:
@@ -517,6 +520,7 @@ def read_module(data: bytes, path: str) -> CythonModule:
             cython += abi.group(4).decode() + abi.group(5).decode()
     module = module_name_for(path)
     unresolved: list[str] = []
+    unnamed: list[str] = []
     generation = tuple(int(x) for x in cython.split(".")[:2]) if cython else (0, 0)
     imported = image.imported_functions(
         {"PyImport_ImportModule", "PyCapsule_New", "PyDict_SetItemString", "PyErr_Format", "PyErr_WarnFormat",
@@ -531,7 +535,7 @@ def read_module(data: bytes, path: str) -> CythonModule:
     else:
         imports, type_imports, notes = _read_imports(image, tracker, imported)
         unresolved += notes
-        exports, has_capi, notes = _read_exports(image, tracker, imported)
+        exports, has_capi, notes = _read_exports(image, tracker, imported, unnamed)
         unresolved += notes
     types = _read_typedefs(image, module)
     reexport: tuple[str, ...] = ()
@@ -551,6 +555,7 @@ def read_module(data: bytes, path: str) -> CythonModule:
         types=tuple(sorted(set(types))),
         unresolved=tuple(unresolved),
         reexport_candidates=reexport,
+        unnamed_variable_exports=tuple(sorted(unnamed)),
     )
 
 
@@ -731,7 +736,7 @@ def _read_imports(image: _Image, tracker: _Tracker, imported) -> tuple[list[CImp
     return imports, type_imports, notes
 
 
-def _read_exports(image: _Image, tracker: _Tracker, imported) -> tuple[list[CExport], bool, list[str]]:
+def _read_exports(image: _Image, tracker: _Tracker, imported, unnamed: list[str]) -> tuple[list[CExport], bool, list[str]]:
     """``__Pyx_ExportFunction(name, f, sig)`` / ``__Pyx_ExportVoidPtr(name, p, sig)`` call sites."""
     stubs, slots = imported["PyCapsule_New"]
     sites = _call_sites(image, stubs, slots)
@@ -796,10 +801,12 @@ def _read_exports(image: _Image, tracker: _Tracker, imported) -> tuple[list[CExp
                 return None
 
             tracker.run(tracker.aligned_start(s, 48), s + 96, walk)
+            ptr = pending.get("ptr")
+            kind = "variable" if ptr and ptr[0] == "addr" and not image.in_section(ptr[1], ".text") else "function"
             if pending.get("sig") and pending.get("name") and _IDENT.match(pending["name"]):
-                ptr = pending.get("ptr")
-                kind = "variable" if ptr and ptr[0] == "addr" and not image.in_section(ptr[1], ".text") else "function"
                 exports.append(CExport(pending["name"], pending["sig"], kind))
+            elif pending.get("sig") and kind == "variable":
+                unnamed.append(pending["sig"])
     return exports, has_capi, notes
 
 
