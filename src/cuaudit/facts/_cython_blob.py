@@ -1,6 +1,195 @@
-"""Cython 3.2+: names and signatures inside the compressed string blob."""
+"""Cython 3.2+: names and signatures of C-API imports and exports inside the compressed string table.
+
+Cython 3.2 no longer passes C string literals to its import/export helpers.
+Per cimported module (and once for the module's own exports) it emits one
+bytes constant ``sig\\0sig\\0...\\0name\\0name...`` (the pairs sorted by
+signature; a signature equal to the previous one is left empty) and loops
+over it.  All the module's string constants are concatenated, compressed
+with zlib (3.3: its own LZSS, not read yet) and stored as one blob, with a
+separate array of their lengths::
+
+    const struct { const unsigned int length: 9; } index[] = {{12},{7},...};
+    const char* const cstring = "x\\332...";   /* zlib */
+
+The concatenation has no separators, so a constant's edges are ambiguous in
+the blob alone.  We resolve them exactly with the length array, found in
+``.rodata`` as the run of 32-bit values whose sum is the blob's inflated
+size.  Which constant belongs to which cimported module is decided from the
+code: after ``PyImport_ImportModule("m")`` the helper loop loads the
+constant from the module state's string table (``mov reg, [rip+X]``), slot
+``X = base + 8*k`` for the constant's position ``k``; one ``base`` explains
+every import site.
+"""
+
 from __future__ import annotations
 
+import re
+import struct
+import zlib
+from collections import Counter
 
-def read(image, tracker, imported, module):
-    return [], [], [], ["Cython 3.2 string blobs are not read yet"], False
+from cuaudit.facts.cython import (
+    CallSite, CExport, CImport, _IDENT, _Image, _call_sites, _export_helpers, _read_imports, _scan_runs,
+)
+
+
+def inflate(image: _Image) -> tuple[int, bytes] | None:
+    """(address, inflated bytes) of the zlib blob of string constants in .rodata, the largest found."""
+    addr, ro = image.section_bytes(".rodata")
+    best: tuple[int, bytes] | None = None
+    p = ro.find(b"\x78\xda")
+    while p >= 0:
+        d = zlib.decompressobj()
+        try:
+            out = d.decompress(ro[p : p + 64])
+            if not d.eof:
+                out += d.decompress(ro[p + 64 :])
+            if d.eof and (best is None or len(out) > len(best[1])):
+                best = (addr + p, out)
+        except zlib.error:
+            pass
+        p = ro.find(b"\x78\xda", p + 1)
+    return best
+
+
+def split_strings(image: _Image, blob: bytes) -> list[bytes] | None:
+    """The string constants, cut at the lengths of the index array (None when it is not found)."""
+    _addr, ro = image.section_bytes(".rodata")
+    n = len(ro) // 4
+    if n == 0:
+        return None
+    total = len(blob)
+    values = struct.unpack_from(f"<{n}I", ro)
+    first_at: dict[int, int] = {0: 0}
+    acc = 0
+    best: tuple[int, int] | None = None
+    for i, v in enumerate(values):
+        acc += v
+        j = first_at.get(acc - total)
+        if j is not None and i + 1 - j >= 2:
+            cand = values[j : i + 1]
+            if max(cand) <= total and (best is None or (i + 1 - j) > best[1] - best[0]):
+                best = (j, i + 1)
+        first_at.setdefault(acc, i + 1)
+    if best is None:
+        return None
+    out, pos = [], 0
+    for length in values[best[0] : best[1]]:
+        out.append(blob[pos : pos + length])
+        pos += length
+    return out
+
+
+def parse_table(text: bytes) -> list[tuple[str, str]] | None:
+    """(name, signature) pairs of one import/export constant, or None if it is not one."""
+    if b"\0" not in text:
+        return None
+    parts = text.split(b"\0")
+    if len(parts) % 2:
+        return None
+    half = len(parts) // 2
+    try:
+        sigs = [p.decode("utf-8") for p in parts[:half]]
+        names = [p.decode("utf-8") for p in parts[half:]]
+    except UnicodeDecodeError:
+        return None
+    if not sigs[0] or not all(_IDENT.match(n) for n in names):
+        return None
+    out, last = [], ""
+    for sig, name in zip(sigs, names):
+        last = sig or last
+        out.append((name, last))
+    return out
+
+
+_DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
+
+
+def read(image: _Image, tracker, imported, module: str):
+    """(exports, imports, type_imports, notes, has_capi, re-export candidates) of a Cython 3.2 module."""
+    notes: list[str] = []
+    loops: list[tuple] = []  # (module or None, slot address, signature-part length, "function"/"pointer")
+    plain_imports, type_imports, more = _read_imports(image, tracker, imported, loops)
+    notes += [n for n in more if not n.startswith("signature of")]
+    # The export loop: calls of the helper that calls PyCapsule_New.
+    stubs, slots = imported["PyCapsule_New"]
+    capsule_sites = _call_sites(image, stubs, slots)
+    helpers, _inline = _export_helpers(image, tracker, capsule_sites)
+    capsule_targets = stubs | {-s for s in slots}
+
+    def on_capsule(site: CallSite):
+        # the export helper inlined: PyCapsule_New(f, signatures + i, 0) with the names
+        # pointer (same constant, further on) in another register
+        rsi = site.args.get("rsi")
+        if site.target in capsule_targets and rsi and rsi[0] == "memoff":
+            further = [v[2] for v in site.args.values() if v[0] == "memoff" and v[1] == rsi[1] and v[2] > rsi[2]]
+            if further:
+                loops.append((None, rsi[1], min(further) - rsi[2] - 1, "export"))
+        return None
+
+    _scan_runs(tracker, capsule_sites, on_capsule, tail=512)
+    if helpers:
+        def on_export(site: CallSite):
+            rsi, rcx = site.args.get("rsi"), site.args.get("rcx")
+            if site.target in helpers and rsi and rcx and rsi[0] == "memoff" and rcx[0] == "memoff" and rsi[1] == rcx[1]:
+                loops.append((None, rsi[1], rsi[2] - rcx[2] - 1, "export"))
+            return None
+
+        _scan_runs(tracker, _call_sites(image, helpers, set()), on_export)
+    found = inflate(image)
+    if found is None:
+        notes.append("Cython 3.2+ module without a zlib string blob (LZSS or bz2 compression is not read)")
+        return [], plain_imports, type_imports, notes, False, ()
+    strings = split_strings(image, found[1])
+    if strings is None:
+        notes.append("the length index of the Cython 3.2 string blob was not found")
+        return [], plain_imports, type_imports, notes, False, ()
+    has_capi = b"__pyx_capi__" in strings
+    tables = {k: t for k, s in enumerate(strings) if (t := parse_table(s))}
+    sig_len = {k: len(strings[k].split(b"\0")[: len(t)]) and len(b"\0".join(strings[k].split(b"\0")[: len(t)]))
+               for k, t in tables.items()}
+    # One base address of the string table explains every loop's constant.
+    votes: Counter[int] = Counter()
+    for _owner, x, length, _what in loops:
+        votes.update({x - 8 * k for k in tables if sig_len[k] == length})
+    imports: list[CImport] = list(plain_imports)
+    exports: list[CExport] = []
+    if votes:
+        base, _score = votes.most_common(1)[0]
+        for owner, x, length, what in loops:
+            k, r = divmod(x - base, 8)
+            if r or k not in tables or sig_len[k] != length:
+                notes.append(f"a C-API table at {x:#x} was not found in the string blob")
+                continue
+            for name, sig in tables[k]:
+                if owner is None and what == "export":
+                    kind = "function" if "(" in sig else "variable"
+                    exports.append(CExport(name, sig, kind))
+                elif owner is not None:
+                    kind = "variable" if what == "pointer" else "function" if what == "function" or "(" in sig else "variable"
+                    imports.append(CImport(owner, name, sig, kind))
+    elif tables:
+        notes.append(f"{len(tables)} C-API tables in the string blob, but no helper loop found in the code")
+    reexport: tuple[str, ...] = ()
+    if has_capi and not exports and not any(i.kind for i in imports):
+        reexport = reexport_candidates(strings)
+    return exports, imports, type_imports, notes, has_capi, reexport
+
+
+def reexport_candidates(strings: list[bytes]) -> tuple[str, ...]:
+    dotted, idents = set(), set()
+    for s in strings:
+        try:
+            t = s.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if len(t) > 200 or t.startswith("__pyx"):
+            continue
+        if _DOTTED.match(t):
+            dotted.add(t)
+        elif _IDENT.match(t):
+            idents.add(t)
+    out = set(dotted)
+    if len(dotted) * len(idents) < 200_000:
+        out |= {f"{d}.{i}" for d in dotted for i in idents}
+    return tuple(sorted(out))

@@ -296,6 +296,7 @@ _TRACKED = {"rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "r8", "r9", "r10", 
 _CLOBBERED = ("rax", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11")
 _NO_WRITE = {"test", "cmp", "push", "bt", "ret", "call", "nop", "endbr64", "leave", "hlt", "ud2", "int3"}
 _RIP = re.compile(r"\[rip ([+-]) (0x[0-9a-f]+|\d+)\]")
+_BASE_DISP = re.compile(r"^(?:qword ptr )?\[(\w+)(?: \+ (0x[0-9a-f]+|\d+))?\]$")
 
 
 def _reg(name: str) -> str | None:
@@ -349,7 +350,18 @@ class _Tracker:
                 return start
         return address
 
-    def run(self, start: int, end: int, on_call, regs: dict | None = None) -> dict:
+    def run(self, start: int, end: int, on_call, regs: dict | None = None, on_load=None) -> dict:
+        back: dict[int, dict] = {}
+        arrivals: set[int] = set()
+        out = self._run(start, end, on_call, regs, on_load, back, arrivals, {})
+        seeds = {a: back[a] for a in arrivals if a in back}
+        if seeds:
+            # A loop entered by a jump to its condition: its body is reached only by the
+            # back edge; decode again with the state that edge carries.
+            out = self._run(start, end, on_call, regs, on_load, {}, set(), seeds)
+        return out
+
+    def _run(self, start, end, on_call, regs, on_load, back, arrivals, seeds) -> dict:
         regs = dict(regs or {})
         blob = self.code(start, end)
         # Forward branches carry their state to their target; after an unconditional
@@ -361,7 +373,14 @@ class _Tracker:
             nxt = address + size
             if address in pending:
                 other = pending.pop(address)
-                regs = dict(other) if dead else {k: v for k, v in regs.items() if other.get(k) == v}
+                # At a join, the state the jump brings wins: what we need is the first
+                # iteration of the helper loops, entered by a jump to their condition.
+                regs = dict(other) if dead else {**regs, **other}
+                dead = False
+            elif dead:
+                if address in seeds:
+                    regs = dict(seeds[address])
+                arrivals.add(address)
                 dead = False
             if mnem[0] == "j":
                 if ops.startswith("0x"):
@@ -369,6 +388,8 @@ class _Tracker:
                     if target > address:
                         prev = pending.get(target)
                         pending[target] = dict(regs) if prev is None else {k: v for k, v in prev.items() if regs.get(k) == v}
+                    elif target >= start:
+                        back.setdefault(target, dict(regs))
                 if mnem == "jmp":
                     dead = True
                 continue
@@ -404,7 +425,15 @@ class _Tracker:
                     disp = int(m.group(2), 16 if m.group(2).startswith("0x") else 10)
                     regs[rd] = ("addr", nxt + (disp if m.group(1) == "+" else -disp))
                 else:
-                    regs.pop(rd, None)
+                    # lea r, [r2 + imm] over a loaded object: a pointer into it (Cython 3.2's
+                    # PyBytes_AS_STRING(table) + offset)
+                    m2 = _BASE_DISP.match(src)
+                    base = regs.get(_reg(m2.group(1)) or "") if m2 else None
+                    if base and base[0] in ("mem", "memoff"):
+                        off = int(m2.group(2), 0) if m2.group(2) else 0
+                        regs[rd] = ("memoff", base[1], (base[2] if base[0] == "memoff" else 0) + off)
+                    else:
+                        regs.pop(rd, None)
             elif mnem in ("mov", "movabs"):
                 rs = _reg(src)
                 if rs is not None:
@@ -422,10 +451,15 @@ class _Tracker:
                     if m and src.startswith("qword"):
                         disp = int(m.group(2), 16 if m.group(2).startswith("0x") else 10)
                         regs[rd] = ("mem", nxt + (disp if m.group(1) == "+" else -disp))
+                        if on_load is not None:
+                            on_load(regs[rd][1])
                     else:
                         regs.pop(rd, None)
             elif mnem == "xor" and _reg(src) == rd:
                 regs[rd] = ("imm", 0)
+            elif mnem == "add" and rd in regs and regs[rd][0] in ("mem", "memoff") and src.startswith("0x"):
+                cur = regs[rd]
+                regs[rd] = ("memoff", cur[1], (cur[2] if cur[0] == "memoff" else 0) + int(src, 16))
             else:
                 regs.pop(rd, None)
         return regs
@@ -460,7 +494,7 @@ def _call_sites(image: _Image, targets: set[int], slots: set[int]) -> list[int]:
     return sorted(out)
 
 
-def _scan_runs(tracker: "_Tracker", sites: list[int], on_call, gap: int = 8192, tail: int = 4096) -> None:
+def _scan_runs(tracker: "_Tracker", sites: list[int], on_call, gap: int = 8192, tail: int = 4096, on_load=None) -> None:
     """Decode the code around ``sites`` in linear passes, one per cluster of nearby sites."""
     runs: list[list[int]] = []
     for s in sites:
@@ -469,7 +503,7 @@ def _scan_runs(tracker: "_Tracker", sites: list[int], on_call, gap: int = 8192, 
         else:
             runs.append([s])
     for run in runs:
-        tracker.run(tracker.aligned_start(run[0], 96), run[-1] + tail, on_call)
+        tracker.run(tracker.aligned_start(run[0], 96), run[-1] + tail, on_call, on_load=on_load)
 
 
 # -- the extractor ------------------------------------------------------------------------
@@ -507,21 +541,30 @@ def read_module(data: bytes, path: str) -> CythonModule:
     # Not Cython (no ABI marker, no capi name): nothing to say, and nothing to read further.
     abi = _ABI.search(data)
     has_capi_name = b"__pyx_capi__\x00" in data
-    if abi is None and not has_capi_name:
-        _Image(data, path)  # still say when the file is not x86-64 ELF
-        if b"cython_runtime\x00" not in data and b"__pyx_" not in data:
-            return CythonModule(module=module_name_for(path), cython="", is_cython=False)
-        return CythonModule(module=module_name_for(path), cython="")
     image = _Image(data, path)
     cython = ""
     if abi:
         cython = ".".join(g.decode() for g in abi.groups()[:3])
         if abi.group(4):
             cython += abi.group(4).decode() + abi.group(5).decode()
+    else:
+        # No ABI marker (a module without extension types): a Cython 3.2+ module keeps
+        # its names in a compressed blob.
+        from cuaudit.facts import _cython_blob
+
+        found = _cython_blob.inflate(image) if b"\x78\xda" in data else None
+        if found and (b"cython_runtime" in found[1] or b"__pyx_capi__" in found[1]):
+            cython = "3.2+"
+        elif has_capi_name:
+            pass  # Cython up to 3.1 without an ABI marker
+        elif b"cython_runtime\x00" not in data and b"__pyx_" not in data:
+            return CythonModule(module=module_name_for(path), cython="", is_cython=False)
+        else:
+            return CythonModule(module=module_name_for(path), cython="")
     module = module_name_for(path)
     unresolved: list[str] = []
     unnamed: list[str] = []
-    generation = tuple(int(x) for x in cython.split(".")[:2]) if cython else (0, 0)
+    generation = (3, 2) if cython == "3.2+" else tuple(int(x) for x in cython.split(".")[:2]) if cython else (0, 0)
     imported = image.imported_functions(
         {"PyImport_ImportModule", "PyCapsule_New", "PyDict_SetItemString", "PyErr_Format", "PyErr_WarnFormat",
          "PyOS_snprintf"}
@@ -530,15 +573,17 @@ def read_module(data: bytes, path: str) -> CythonModule:
     if generation >= (3, 2):
         from cuaudit.facts import _cython_blob
 
-        exports, imports, type_imports, notes, has_capi = _cython_blob.read(image, tracker, imported, module)
+        exports, imports, type_imports, notes, has_capi, reexport = _cython_blob.read(image, tracker, imported, module)
         unresolved += notes
     else:
+        reexport = ()
         imports, type_imports, notes = _read_imports(image, tracker, imported)
         unresolved += notes
         exports, has_capi, notes = _read_exports(image, tracker, imported, unnamed)
         unresolved += notes
     types = _read_typedefs(image, module)
-    reexport: tuple[str, ...] = ()
+    if generation < (3, 2):
+        reexport = ()
     if not exports and has_capi_name and generation < (3, 2) and (
         not imports or _python_name_used(image, b"__pyx_capi__")
     ):
@@ -612,7 +657,9 @@ def _str(image: _Image, value) -> str | None:
     return None
 
 
-def _read_imports(image: _Image, tracker: _Tracker, imported) -> tuple[list[CImport], list[TypeImport], list[str]]:
+def _read_imports(
+    image: _Image, tracker: _Tracker, imported, loops: list | None = None
+) -> tuple[list[CImport], list[TypeImport], list[str]]:
     """Imports of functions, variables and types: the calls that take a just-imported module."""
     stubs, slots = imported["PyImport_ImportModule"]
     sites = _call_sites(image, stubs, slots)
@@ -669,9 +716,15 @@ def _read_imports(image: _Image, tracker: _Tracker, imported) -> tuple[list[CImp
             on_error(site, site.target in warns)
             return None
         mod = site.args.get("rdi")
+        rsi, rdx, rcx = (site.args.get(r) for r in ("rsi", "rdx", "rcx"))
+        if loops is not None and rsi and rcx and rsi[0] == "memoff" and rcx[0] == "memoff" and rsi[1] == rcx[1]:
+            # Cython 3.2: helper(target, names, ptr, signatures) over one bytes constant
+            what = _str(image, site.args.get("r8"))
+            owner = mod[1] if mod and mod[0] == "module" else None
+            loops.append((owner, rsi[1], rsi[2] - rcx[2] - 1, what))
+            return None
         if not mod or mod[0] != "module" or mod[1] is None:
             return None
-        rsi, rdx, rcx = (site.args.get(r) for r in ("rsi", "rdx", "rcx"))
         a_str = _str(image, rsi)
         if a_str is None:
             return None
@@ -736,18 +789,11 @@ def _read_imports(image: _Image, tracker: _Tracker, imported) -> tuple[list[CImp
     return imports, type_imports, notes
 
 
-def _read_exports(image: _Image, tracker: _Tracker, imported, unnamed: list[str]) -> tuple[list[CExport], bool, list[str]]:
-    """``__Pyx_ExportFunction(name, f, sig)`` / ``__Pyx_ExportVoidPtr(name, p, sig)`` call sites."""
-    stubs, slots = imported["PyCapsule_New"]
-    sites = _call_sites(image, stubs, slots)
-    exports: list[CExport] = []
-    notes: list[str] = []
-    if not sites:
-        return exports, False, notes
-    has_capi = b"__pyx_capi__\x00" in image.data
-    starts = image.function_starts()
+def _export_helpers(image: _Image, tracker: _Tracker, sites: list[int]) -> tuple[set[int], list[int]]:
+    """Functions that call ``PyCapsule_New`` with a signature they were given, and inlined calls."""
     import bisect
 
+    starts = image.function_starts()
     helpers: set[int] = set()
     inline_sites: list[int] = []
     for s in sites:
@@ -765,6 +811,19 @@ def _read_exports(image: _Image, tracker: _Tracker, imported, unnamed: list[str]
             i = bisect.bisect_right(starts, s) - 1
             if i >= 0:
                 helpers.add(starts[i])
+    return helpers, inline_sites
+
+
+def _read_exports(image: _Image, tracker: _Tracker, imported, unnamed: list[str]) -> tuple[list[CExport], bool, list[str]]:
+    """``__Pyx_ExportFunction(name, f, sig)`` / ``__Pyx_ExportVoidPtr(name, p, sig)`` call sites."""
+    stubs, slots = imported["PyCapsule_New"]
+    sites = _call_sites(image, stubs, slots)
+    exports: list[CExport] = []
+    notes: list[str] = []
+    if not sites:
+        return exports, False, notes
+    has_capi = b"__pyx_capi__\x00" in image.data
+    helpers, inline_sites = _export_helpers(image, tracker, sites)
     # Exports through a helper: every call to it passes (name, pointer, signature).
     # One linear pass over the block of calls: a signature used twice is often
     # kept in a callee-saved register loaded long before.
