@@ -80,6 +80,79 @@ def split_strings(image: _Image, blob: bytes) -> list[bytes] | None:
     return out
 
 
+_ACC = {"al": 8, "ax": 16, "eax": 32}
+_STACK = re.compile(r"^(byte|word|dword) ptr \[rsp(?: \+ (0x[0-9a-f]+|\d+))?\], (al|ax|eax|0x[0-9a-f]+|\d+)$")
+
+
+def index_from_code(image: _Image, tracker, imported, blob_addr: int, total: int) -> list[int] | None:
+    """The length index when GCC built it on the stack, field by field.
+
+    ``const struct { unsigned int length: 6; } index[] = {{1},{20},...}`` becomes
+    ``mov al,[rsp+X]; and eax,0xffffffc0; or eax,0x14; mov [rsp+X],al`` per entry
+    (the struct is 4 bytes); we replay those writes up to where the blob is used.
+    """
+    import bisect
+
+    users: list[int] = []
+    for name in ("PyMemoryView_FromMemory", "PyBytes_FromStringAndSize"):
+        stubs, slots = imported.get(name, (set(), set()))
+        users += _call_sites(image, stubs, slots)
+    starts = image.function_starts()
+    if not users or not starts:
+        return None
+    for site in sorted(users):
+        regs: dict = {}
+
+        def grab(cs: CallSite, regs=regs, site=site):
+            if cs.address == site:
+                regs.update(cs.args)
+            return None
+
+        tracker.run(tracker.aligned_start(site, 48), site + 6, grab)
+        if regs.get("rdi") != ("addr", blob_addr):
+            continue
+        i = bisect.bisect_right(starts, site) - 1
+        if i < 0:
+            return None
+        begin = starts[i]
+        values: dict[int, int] = {}
+        mask, cur = 0xFFFFFFFF, 0
+        for _a, _size, mnem, ops in tracker.cs.disasm_lite(tracker.code(begin, site), begin):
+            if mnem in ("and", "or"):
+                dst, _, imm = ops.partition(", ")
+                width = _ACC.get(dst)
+                if width:
+                    try:
+                        value = int(imm, 0) & ((1 << width) - 1)
+                    except ValueError:
+                        continue
+                    if mnem == "and":
+                        mask, cur = ~value & ((1 << width) - 1), 0
+                    else:
+                        cur |= value
+            elif mnem == "mov":
+                m = _STACK.match(ops)
+                if m:
+                    off = int(m.group(2), 0) if m.group(2) else 0
+                    src = m.group(3)
+                    if src in ("al", "ax", "eax"):
+                        values[off] = cur & mask
+                    else:
+                        values[off] = int(src, 0)
+        # the run of 4-byte slots whose values add up to the blob's size
+        offs = sorted(values)
+        for j, first in enumerate(offs):
+            acc, k, out = 0, first, []
+            while k in values and acc < total:
+                acc += values[k]
+                out.append(values[k])
+                k += 4
+            if acc == total and len(out) > 1:
+                return out
+        return None
+    return None
+
+
 def parse_table(text: bytes) -> list[tuple[str, str]] | None:
     """(name, signature) pairs of one import/export constant, or None if it is not one."""
     if b"\0" not in text:
@@ -127,7 +200,9 @@ def read(image: _Image, tracker, imported, module: str):
                 loops.append((None, rsi[1], min(further) - rsi[2] - 1, "export"))
         return None
 
-    _scan_runs(tracker, capsule_sites, on_capsule, tail=512)
+    tracker._loop_heads = {-1}  # any back-edge target: see _Tracker.run
+    _scan_runs(tracker, capsule_sites, on_capsule, tail=4096, back=4096)
+    tracker._loop_heads = set()
     if helpers:
         def on_export(site: CallSite):
             rsi, rcx = site.args.get("rsi"), site.args.get("rcx")
@@ -141,6 +216,13 @@ def read(image: _Image, tracker, imported, module: str):
         notes.append("Cython 3.2+ module without a zlib string blob (LZSS or bz2 compression is not read)")
         return [], plain_imports, type_imports, notes, False, ()
     strings = split_strings(image, found[1])
+    if strings is None:
+        lengths = index_from_code(image, tracker, imported, found[0], len(found[1]))
+        if lengths is not None:
+            strings, pos = [], 0
+            for n in lengths:
+                strings.append(found[1][pos : pos + n])
+                pos += n
     if strings is None:
         notes.append("the length index of the Cython 3.2 string blob was not found")
         return [], plain_imports, type_imports, notes, False, ()

@@ -328,6 +328,10 @@ class _Tracker:
         self.image = image
         taddr, toff, tsize = image.section(".text") or (0, 0, 0)
         self.text = (taddr, toff, tsize)
+        self._starts: list[int] | None = None
+        #: back-edge targets whose state should also be merged when reached by fall-through
+        #: (loops rotated with their entry block placed after the function's hot path)
+        self._loop_heads: set[int] = set()
 
     def code(self, start: int, end: int) -> bytes:
         taddr, toff, tsize = self.text
@@ -337,8 +341,15 @@ class _Tracker:
 
     def aligned_start(self, address: int, back: int) -> int:
         """An address at most ``back`` bytes before ``address`` from which decoding lands on it."""
+        import bisect
+
         taddr = self.text[0]
-        for delta in range(back, 0, -1):
+        if self._starts is None:
+            self._starts = self.image.function_starts()
+        i = bisect.bisect_right(self._starts, address) - 1
+        if i >= 0 and address - back <= self._starts[i] <= address:
+            return self._starts[i]  # a function start is an instruction boundary
+        for delta in range(back, max(back - 24, 0), -1):
             start = max(taddr, address - delta)
             blob = self.code(start, address + 16)
             pos = start
@@ -354,11 +365,15 @@ class _Tracker:
         back: dict[int, dict] = {}
         arrivals: set[int] = set()
         out = self._run(start, end, on_call, regs, on_load, back, arrivals, {})
-        seeds = {a: back[a] for a in arrivals if a in back}
-        if seeds:
-            # A loop entered by a jump to its condition: its body is reached only by the
-            # back edge; decode again with the state that edge carries.
-            out = self._run(start, end, on_call, regs, on_load, {}, set(), seeds)
+        # A loop entered by a jump to its condition: its body is reached only by the
+        # back edge; decode again with the state that edge carries (a chain of such
+        # jumps needs one more pass per link).
+        for _ in range(3 if self._loop_heads else 1):
+            seeds = {a: back[a] for a in back if a in arrivals or self._loop_heads}
+            if not seeds:
+                break
+            back, arrivals = {}, set()
+            out = self._run(start, end, on_call, regs, on_load, back, arrivals, seeds)
         return out
 
     def _run(self, start, end, on_call, regs, on_load, back, arrivals, seeds) -> dict:
@@ -382,6 +397,8 @@ class _Tracker:
                     regs = dict(seeds[address])
                 arrivals.add(address)
                 dead = False
+            elif address in seeds:
+                regs = {**regs, **seeds[address]}
             if mnem[0] == "j":
                 if ops.startswith("0x"):
                     target = int(ops, 16)
@@ -418,6 +435,24 @@ class _Tracker:
             dst, _, src = ops.partition(", ")
             rd = _reg(dst)
             if rd is None:
+                # spills: a value kept in the frame (qword [rsp + off]) for later
+                if mnem == "mov" and dst.startswith("qword ptr [rsp"):
+                    m = _BASE_DISP.match(dst)
+                    if m:
+                        slot = f"[rsp+{int(m.group(2), 0) if m.group(2) else 0}]"
+                        rs = _reg(src)
+                        if rs is not None and rs in regs:
+                            regs[slot] = regs[rs]
+                        else:
+                            regs.pop(slot, None)
+                continue
+            if mnem == "mov" and src.startswith("qword ptr [rsp"):
+                m = _BASE_DISP.match(src)
+                slot = f"[rsp+{int(m.group(2), 0) if m.group(2) else 0}]" if m else None
+                if slot and slot in regs:
+                    regs[rd] = regs[slot]
+                else:
+                    regs.pop(rd, None)
                 continue
             if mnem == "lea":
                 m = _RIP.search(src)
@@ -494,7 +529,9 @@ def _call_sites(image: _Image, targets: set[int], slots: set[int]) -> list[int]:
     return sorted(out)
 
 
-def _scan_runs(tracker: "_Tracker", sites: list[int], on_call, gap: int = 8192, tail: int = 4096, on_load=None) -> None:
+def _scan_runs(
+    tracker: "_Tracker", sites: list[int], on_call, gap: int = 8192, tail: int = 4096, on_load=None, back: int = 96
+) -> None:
     """Decode the code around ``sites`` in linear passes, one per cluster of nearby sites."""
     runs: list[list[int]] = []
     for s in sites:
@@ -503,7 +540,7 @@ def _scan_runs(tracker: "_Tracker", sites: list[int], on_call, gap: int = 8192, 
         else:
             runs.append([s])
     for run in runs:
-        tracker.run(tracker.aligned_start(run[0], 96), run[-1] + tail, on_call, on_load=on_load)
+        tracker.run(tracker.aligned_start(run[0], back), run[-1] + tail, on_call, on_load=on_load)
 
 
 # -- the extractor ------------------------------------------------------------------------
@@ -553,7 +590,7 @@ def read_module(data: bytes, path: str) -> CythonModule:
         from cuaudit.facts import _cython_blob
 
         found = _cython_blob.inflate(image) if b"\x78\xda" in data else None
-        if found and (b"cython_runtime" in found[1] or b"__pyx_capi__" in found[1]):
+        if found and (b"cython_runtime" in found[1] or b"__pyx_capi__" in found[1] or b"cython_runtime\x00" in data):
             cython = "3.2+"
         elif has_capi_name:
             pass  # Cython up to 3.1 without an ABI marker
@@ -567,7 +604,7 @@ def read_module(data: bytes, path: str) -> CythonModule:
     generation = (3, 2) if cython == "3.2+" else tuple(int(x) for x in cython.split(".")[:2]) if cython else (0, 0)
     imported = image.imported_functions(
         {"PyImport_ImportModule", "PyCapsule_New", "PyDict_SetItemString", "PyErr_Format", "PyErr_WarnFormat",
-         "PyOS_snprintf"}
+         "PyOS_snprintf", "PyMemoryView_FromMemory", "PyBytes_FromStringAndSize"}
     )
     tracker = _Tracker(image)
     if generation >= (3, 2):
