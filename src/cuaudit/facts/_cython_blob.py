@@ -223,6 +223,9 @@ def read(image: _Image, tracker, imported, module: str):
             for n in lengths:
                 strings.append(found[1][pos : pos + n])
                 pos += n
+    if strings is None and b"\0" not in found[1]:
+        # no table in the blob (they are NUL-separated): nothing was missed
+        return [], plain_imports, type_imports, notes, b"__pyx_capi__" in found[1], ()
     if strings is None:
         notes.append("the length index of the Cython 3.2 string blob was not found")
         return [], plain_imports, type_imports, notes, False, ()
