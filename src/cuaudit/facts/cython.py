@@ -603,7 +603,7 @@ def read_module(data: bytes, path: str) -> CythonModule:
     unnamed: list[str] = []
     generation = (3, 2) if cython == "3.2+" else tuple(int(x) for x in cython.split(".")[:2]) if cython else (0, 0)
     imported = image.imported_functions(
-        {"PyImport_ImportModule", "PyCapsule_New", "PyDict_SetItemString", "PyErr_Format", "PyErr_WarnFormat",
+        {"PyImport_ImportModule", "PyCapsule_New", "PyDict_SetItemString", "PyDict_SetItem", "PyErr_Format", "PyErr_WarnFormat",
          "PyOS_snprintf", "PyMemoryView_FromMemory", "PyBytes_FromStringAndSize"}
     )
     tracker = _Tracker(image)
@@ -773,6 +773,13 @@ def _read_imports(
                 kind = "variable"
             imports.append(CImport(mod[1], a_str, c_str, kind))
             return None
+        if c_str is None and _IDENT.match(a_str) and site.target > 0 and not (rcx and rcx[0] == "imm"):
+            # the helper specialised for one signature (ImportVoidPtr.constprop): its
+            # own error message holds the signature
+            found = helper_signature(site.target)
+            if found is not None:
+                imports.append(CImport(mod[1], a_str, found[0], found[1]))
+                return None
         b_str = _str(image, rdx)
         if b_str is not None and rcx and rcx[0] == "imm":
             r9 = site.args.get("r9")
@@ -783,6 +790,27 @@ def _read_imports(
         return None
 
     helper_checks: dict[int, str] = {}
+    helper_sigs: dict[int, tuple[str, str] | None] = {}
+
+    def helper_signature(target: int) -> tuple[str, str] | None:
+        if target in helper_sigs:
+            return helper_sigs[target]
+        end = next((x for x in image.function_starts() if x > target), target + 2048)
+        found: list[tuple[str, str]] = []
+
+        def look(site: CallSite):
+            if site.target in formats:
+                fmt = _str(image, site.args.get("rsi")) or ""
+                if "has wrong signature" in fmt:
+                    sig = _str(image, site.args.get("r8"))
+                    if sig is not None:
+                        found.append((sig, "variable" if "C variable" in fmt else "function"))
+            return None
+
+        tracker.run(target, min(end, target + 4096), look)
+        helper_sigs[target] = found[0] if len(set(found)) == 1 else None
+        return helper_sigs[target]
+
 
     def helper_check_size(target: int) -> str:
         """check_size of a type-import helper GCC specialised for one constant (constprop clone)."""
@@ -826,6 +854,28 @@ def _read_imports(
     return imports, type_imports, notes
 
 
+def _python_names(image: _Image) -> dict[int, str]:
+    """Address of a module's ``PyObject *`` string constant -> its text (Cython 0.29/3.0).
+
+    Their ``__pyx_string_tab`` entries are ``{&__pyx_n_s_name, __pyx_k_name, sizeof, ...}``:
+    two relocated pointers side by side.
+    """
+    cached = getattr(image, "_pynames", None)
+    if cached is not None:
+        return cached
+    relocs = image.rela_relative()
+    out: dict[int, str] = {}
+    for where, value in relocs.items():
+        s_ptr = relocs.get(where + 8)
+        if s_ptr is None or image.in_section(value, ".rodata") or not image.in_section(s_ptr, ".rodata"):
+            continue
+        text = image.cstr(s_ptr, 512)
+        if text and _IDENT.match(text):
+            out.setdefault(value, text)
+    image._pynames = out
+    return out
+
+
 def _export_helpers(image: _Image, tracker: _Tracker, sites: list[int]) -> tuple[set[int], list[int]]:
     """Functions that call ``PyCapsule_New`` with a signature they were given, and inlined calls."""
     import bisect
@@ -861,6 +911,7 @@ def _read_exports(image: _Image, tracker: _Tracker, imported, unnamed: list[str]
         return exports, False, notes
     has_capi = b"__pyx_capi__\x00" in image.data
     helpers, inline_sites = _export_helpers(image, tracker, sites)
+    constprop: dict[int, str] = {}
     # Exports through a helper: every call to it passes (name, pointer, signature).
     # One linear pass over the block of calls: a signature used twice is often
     # kept in a callee-saved register loaded long before.
@@ -869,9 +920,18 @@ def _read_exports(image: _Image, tracker: _Tracker, imported, unnamed: list[str]
             return None
         regs = site.args
         name, sig = _str(image, regs.get("rdi")), _str(image, regs.get("rdx"))
+        if name is None and regs.get("rdi") and regs["rdi"][0] == "mem":
+            # the name as a Python string object (variables, Cython 0.29/3.0)
+            name = _python_names(image).get(regs["rdi"][1])
         if name is None or sig is None or not _IDENT.match(name):
-            if name is not None or sig is not None:
-                notes.append(f"export at {site.address:#x}: name or signature not recovered")
+            if sig is not None:
+                ptr = regs.get("rsi")
+                if ptr and ptr[0] == "addr" and not image.in_section(ptr[1], ".text"):
+                    unnamed.append(sig)
+                else:
+                    notes.append(f"export at {site.address:#x}: name not recovered")
+            elif name is not None:
+                notes.append(f"export at {site.address:#x}: signature not recovered")
             return None
         ptr = regs.get("rsi")
         kind = "function"
@@ -885,6 +945,8 @@ def _read_exports(image: _Image, tracker: _Tracker, imported, unnamed: list[str]
     if inline_sites:
         set_stubs, set_slots = imported["PyDict_SetItemString"]
         set_targets = set_stubs | {-s for s in set_slots}
+        obj_stubs, obj_slots = imported["PyDict_SetItem"]
+        set_targets |= obj_stubs | {-s for s in obj_slots}
         for s in inline_sites:
             pending: dict = {}
 
@@ -893,17 +955,52 @@ def _read_exports(image: _Image, tracker: _Tracker, imported, unnamed: list[str]
                     pending["sig"] = _str(image, site.args.get("rsi"))
                     pending["ptr"] = site.args.get("rdi")
                 elif "sig" in pending and site.target in set_targets and "name" not in pending:
-                    pending["name"] = _str(image, site.args.get("rsi"))
+                    key = site.args.get("rsi")
+                    pending["name"] = _str(image, key)
+                    if pending["name"] is None and key and key[0] == "mem":
+                        pending["name"] = _python_names(image).get(key[1])
                 return None
 
-            tracker.run(tracker.aligned_start(s, 48), s + 96, walk)
+            tracker.run(tracker.aligned_start(s, 512), s + 96, walk)
             ptr = pending.get("ptr")
             kind = "variable" if ptr and ptr[0] == "addr" and not image.in_section(ptr[1], ".text") else "function"
             if pending.get("sig") and pending.get("name") and _IDENT.match(pending["name"]):
                 exports.append(CExport(pending["name"], pending["sig"], kind))
-            elif pending.get("sig") and kind == "variable":
-                unnamed.append(pending["sig"])
+            elif pending.get("sig") and ptr and ptr[0] == "addr":
+                if kind == "variable":
+                    unnamed.append(pending["sig"])
+            elif pending.get("sig"):
+                # GCC specialised the helper for one signature (ExportVoidPtr.constprop):
+                # the callers pass (name, pointer)
+                start = _function_of(image, s)
+                if start is not None:
+                    constprop[start] = pending["sig"]
+    if constprop:
+        def on_constprop(site: CallSite):
+            sig = constprop.get(site.target)
+            if sig is None:
+                return None
+            key, ptr = site.args.get("rdi"), site.args.get("rsi")
+            name = _str(image, key)
+            if name is None and key and key[0] == "mem":
+                name = _python_names(image).get(key[1])
+            kind = "variable" if ptr and ptr[0] == "addr" and not image.in_section(ptr[1], ".text") else "function"
+            if name and _IDENT.match(name):
+                exports.append(CExport(name, sig, kind))
+            elif kind == "variable":
+                unnamed.append(sig)
+            return None
+
+        _scan_runs(tracker, _call_sites(image, set(constprop), set()), on_constprop, back=512)
     return exports, has_capi, notes
+
+
+def _function_of(image: _Image, address: int) -> int | None:
+    import bisect
+
+    starts = image.function_starts()
+    i = bisect.bisect_right(starts, address) - 1
+    return starts[i] if i >= 0 else None
 
 
 def _read_typedefs(image: _Image, module: str) -> list[TypeDef]:
