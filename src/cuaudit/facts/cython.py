@@ -253,6 +253,13 @@ class _Image:
 
     def rela_relative(self) -> dict[int, int]:
         """R_X86_64_RELATIVE relocations: address -> value (for pointers in initialised data)."""
+        cached = self.__dict__.get("_relative")
+        if cached is not None:
+            return cached
+        self._relative = self._rela_relative()
+        return self._relative
+
+    def _rela_relative(self) -> dict[int, int]:
         s = self.sections.get(".rela.dyn")
         out: dict[int, int] = {}
         if not s:
@@ -265,6 +272,12 @@ class _Image:
 
     def function_starts(self) -> list[int]:
         """Sorted function start addresses from .eh_frame_hdr's search table."""
+        cached = self.__dict__.get("_starts")
+        if cached is None:
+            cached = self._starts = self._function_starts()
+        return cached
+
+    def _function_starts(self) -> list[int]:
         s = self.section(".eh_frame_hdr")
         if not s:
             return []
@@ -500,32 +513,51 @@ class _Tracker:
         return regs
 
 
-def _call_sites(image: _Image, targets: set[int], slots: set[int]) -> list[int]:
-    """Addresses of ``call rel32`` to one of ``targets`` and ``call [rip+slot]`` in .text."""
+def _scan_calls(image: _Image, targets: set[int], slots: set[int]) -> dict[int, list[int]]:
+    """target (or -slot) -> sites of ``call rel32`` / ``call [rip+slot]`` to the given ones, in .text."""
     taddr, toff, tsize = image.section(".text") or (0, 0, 0)
-    text = image.data[toff : toff + tsize]
-    if not isinstance(text, bytes):
-        text = bytes(text)
-    out = []
+    text = image.__dict__.get("_text")
+    if text is None:
+        text = image.data[toff : toff + tsize]
+        image._text = text = text if isinstance(text, bytes) else bytes(text)
+    out: dict[int, list[int]] = {}
     unpack = struct.unpack_from
+    find = text.find
     if targets:
         lo, hi = min(targets), max(targets)
-        find = text.find
         p = find(b"\xe8")
-        while p >= 0:
-            if p + 5 <= tsize:
-                (rel,) = unpack("<i", text, p + 1)
-                t = taddr + p + 5 + rel
-                if lo <= t <= hi and t in targets:
-                    out.append(taddr + p)
+        limit = tsize - 5
+        while 0 <= p <= limit:
+            t = taddr + p + 5 + unpack("<i", text, p + 1)[0]
+            if lo <= t <= hi and t in targets:
+                out.setdefault(t, []).append(taddr + p)
             p = find(b"\xe8", p + 1)
     if slots:
-        for m in re.finditer(rb"\xff\x15", text):
-            p = m.start()
-            if p + 6 <= tsize:
-                (rel,) = unpack("<i", text, p + 2)
-                if taddr + p + 6 + rel in slots:
-                    out.append(taddr + p)
+        p = find(b"\xff\x15")
+        while 0 <= p <= tsize - 6:
+            slot = taddr + p + 6 + unpack("<i", text, p + 2)[0]
+            if slot in slots:
+                out.setdefault(-slot, []).append(taddr + p)
+            p = find(b"\xff\x15", p + 1)
+    return out
+
+
+def _prime_calls(image: _Image, imported: dict) -> None:
+    """One scan for the call sites of every imported function we look at."""
+    targets = {t for stubs, _slots in imported.values() for t in stubs}
+    slots = {s for _stubs, sl in imported.values() for s in sl}
+    image._known_calls = (targets, slots, _scan_calls(image, targets, slots))
+
+
+def _call_sites(image: _Image, targets: set[int], slots: set[int]) -> list[int]:
+    """Addresses of ``call rel32`` to one of ``targets`` and ``call [rip+slot]`` in .text."""
+    known = image.__dict__.get("_known_calls")
+    if known is not None and targets <= known[0] and slots <= known[1]:
+        found = known[2]
+    else:
+        found = _scan_calls(image, targets, slots)
+    out = [a for t in targets for a in found.get(t, ())]
+    out += [a for s in slots for a in found.get(-s, ())]
     return sorted(out)
 
 
@@ -607,6 +639,7 @@ def read_module(data: bytes, path: str) -> CythonModule:
          "PyOS_snprintf", "PyMemoryView_FromMemory", "PyBytes_FromStringAndSize"}
     )
     tracker = _Tracker(image)
+    _prime_calls(image, imported)
     if generation >= (3, 2):
         from cuaudit.facts import _cython_blob
 
