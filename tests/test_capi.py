@@ -90,10 +90,36 @@ def _so(directory: Path, stem: str) -> Path:
     return found[0]
 
 
+def _build_cache() -> Path:
+    """Where the compiled fixtures are kept between sessions (keyed by sources, Cython, Python)."""
+    import hashlib
+
+    import Cython
+
+    key = hashlib.sha256("\0".join([PXD_V1, PYX_V1, PXD_V2, PYX_V2, CONSUMER, Cython.__version__, sys.version]).encode())
+    root = Path(os.environ.get("CUAUDIT_TEST_BUILD_CACHE") or Path.home() / ".cache" / "cuaudit" / "test-builds")
+    return root / f"capi-{key.hexdigest()[:16]}"
+
+
 @pytest.fixture(scope="session")
 def cython_fixture(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """v1: provider + consumer built together; v2: the provider's next release."""
+    """v1: provider + consumer built together; v2: the provider's next release (built once, cached)."""
+    cache = _build_cache()
     base = tmp_path_factory.mktemp("cython")
+    if (cache / "done").exists():
+        shutil.copytree(cache, base, dirs_exist_ok=True)
+        return _layout(base)
+    _build_fixture(base)
+    out = _layout(base)
+    try:
+        shutil.copytree(base, cache, dirs_exist_ok=True)
+        (cache / "done").write_text("ok\n")
+    except OSError:
+        pass  # a read-only cache is fine: the next session builds again
+    return out
+
+
+def _build_fixture(base: Path) -> None:
     v1, v2 = base / "v1", base / "v2"
     for root, pxd, pyx in ((v1, PXD_V1, PYX_V1), (v2, PXD_V2, PYX_V2)):
         (root / "pkgprov").mkdir(parents=True)
@@ -105,8 +131,14 @@ def cython_fixture(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (v1 / "pkgcons" / "cons.pyx").write_text(CONSUMER)
     _cythonize(v1, ["pkgprov/prov.pyx", "pkgcons/cons.pyx"])
     _cythonize(v2, ["pkgprov/prov.pyx"])
-    # Installed-like trees (only the built modules): consumer with each provider release.
+
+
+def _layout(base: Path) -> dict[str, Path]:
+    """Installed-like trees (only the built modules): the consumer with each provider release."""
+    v1, v2 = base / "v1", base / "v2"
     out = {"v1": v1, "v2": v2}
+    for name in ("env_v1", "env_v2", "prov_v1", "prov_v2", "consumer"):
+        shutil.rmtree(base / name, ignore_errors=True)
     for name, prov_root in (("env_v1", v1), ("env_v2", v2)):
         tree = base / name
         for pkg, src in (("pkgprov", prov_root), ("pkgcons", v1)):
@@ -357,15 +389,15 @@ print(json.dumps(out))
 
 def _static_vs_live(wheel: Path, py: Path) -> tuple[int, int, list[str]]:
     """(exports compared, imports compared, modules that do not import here)."""
-    static = {}
-    with zipfile.ZipFile(wheel) as zf:
-        for info in zf.infolist():
-            if info.filename.endswith(".so"):
-                m = read_module(zf.read(info), info.filename)
-                if m.is_cython:
-                    static[m.module] = m
     site = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['platlib'])"],
                           capture_output=True, text=True, check=True).stdout.strip()
+    static = {}
+    with zipfile.ZipFile(wheel) as zf:
+        members = [n for n in zf.namelist() if n.endswith(".so")]
+    for member in members:  # the installed copies: no need to inflate the wheel again
+        m = read_module(Path(site, member).read_bytes(), member)
+        if m.is_cython:
+            static[m.module] = m
     names = sorted(set(static) | {i.module for m in static.values() for i in m.imports})
     proc = subprocess.run([str(py), "-c", _LIVE, site, *names], capture_output=True, text=True, timeout=600)
     live = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -385,6 +417,7 @@ def _static_vs_live(wheel: Path, py: Path) -> tuple[int, int, list[str]]:
 
 
 @pytest.mark.corpus
+@pytest.mark.slow
 def test_static_recovery_equals_live_exports_cuda_bindings_13(corpus, tmp_path):
     wheel = corpus_file(corpus, "cuda_bindings-13.0.3-*.whl")
     py = _venv(tmp_path / "venv", [wheel, corpus_file(corpus, "numpy-2.0.2-*.whl")])
@@ -394,6 +427,7 @@ def test_static_recovery_equals_live_exports_cuda_bindings_13(corpus, tmp_path):
 
 
 @pytest.mark.corpus
+@pytest.mark.slow
 def test_static_recovery_equals_live_exports_cupy_14_cython_3_2(corpus, tmp_path):
     wheel = corpus_file(corpus, "cupy_cuda12x-14.2.0-*.whl")
     py = _venv(tmp_path / "venv", [wheel, corpus_file(corpus, "numpy-2.0.2-*.whl"),
