@@ -438,3 +438,47 @@ def test_static_recovery_equals_live_exports_cupy_14_cython_3_2(corpus, tmp_path
     # of the 715 and 825 read statically).
     assert exports >= 230 and imports >= 280, (exports, imports, failed)
     assert "cupy.cuda.memory" not in failed and "cupy_backends.cuda.api.runtime" not in failed
+
+
+# -- other Cython generations (0.29, 3.0, 3.2, 3.3): interpreters with that Cython, if given ----------
+
+_OTHER_CYTHONS = os.environ.get("CUAUDIT_TEST_CYTHON_PYTHONS", "").split()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("python", _OTHER_CYTHONS or [None])
+def test_other_cython_generations_static_equals_probe(python, tmp_path):
+    """Build a provider with 60 exports and a consumer of 20 with another Cython (big enough
+    for 3.2's zlib and 3.3's LZSS string compression); static facts == what --probe reads,
+    and == the provider's live __pyx_capi__."""
+    if python is None:
+        pytest.skip("set CUAUDIT_TEST_CYTHON_PYTHONS to interpreters with other Cython versions installed")
+    from cuaudit.probe.capi import probe_consumer
+
+    root = tmp_path / "big"
+    root.mkdir()
+    (root / "__init__.py").write_text("")
+    (root / "prov.pxd").write_text("".join(f"cdef int function_number_{i}_with_a_long_name(int a, double b)\n"
+                                           for i in range(60)))
+    (root / "prov.pyx").write_text(
+        "".join(f"cdef int function_number_{i}_with_a_long_name(int a, double b):\n    return a + {i}\n" for i in range(60))
+        + "".join(f"def py_function_{i}(x):\n    '''Docstring number {i}, long enough to make the string table big.'''\n"
+                  f"    return x + {i}\n" for i in range(40)))
+    names = [f"function_number_{i}_with_a_long_name" for i in range(0, 60, 3)]
+    (root / "cons.pyx").write_text(f"from big.prov cimport {', '.join(names)}\n"
+                                   f"def run():\n    return {' + '.join(n + '(1, 2.0)' for n in names)}\n")
+    proc = subprocess.run([python, "-m", "Cython.Build.Cythonize", "-i", "-q", "big/prov.pyx", "big/cons.pyx"],
+                          cwd=tmp_path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    cons, prov = _so(root, "cons"), _so(root, "prov")
+    c = read_module(cons.read_bytes(), f"big/cons{SO}")
+    p = read_module(prov.read_bytes(), f"big/prov{SO}")
+    assert not c.unresolved and not p.unresolved
+    assert len(p.exports) == 60 and len(c.imports) == 20
+    result = probe_consumer(python, "big.cons", str(cons), {"big.prov": {}}, timeout=120)
+    assert result.imports == {(i.module, i.name): (i.signature, i.kind) for i in c.imports}
+    live = subprocess.run([python, "-c", "import ctypes, json, big.prov as m; g = ctypes.pythonapi.PyCapsule_GetName; "
+                           "g.restype = ctypes.c_char_p; g.argtypes = [ctypes.py_object]; "
+                           "print(json.dumps({k: g(v).decode() for k, v in m.__pyx_capi__.items()}))"],
+                          cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert json.loads(live.stdout) == {e.name: e.signature for e in p.exports}

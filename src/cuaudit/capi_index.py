@@ -171,6 +171,8 @@ def import_problems(consumer: Provider, index: CapiIndex) -> list[ImportProblem]
             continue
         for prov in provs:
             table = index.exports_of(prov)
+            if prov.facts is not None and prov.facts.unresolved and not table:
+                continue  # its C-API was not read (a CU009 says so): no verdict
             if table is None:
                 if prov.facts is None and not prov.is_python:
                     continue  # an extension module the static reader could not read

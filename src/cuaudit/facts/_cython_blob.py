@@ -32,6 +32,9 @@ from cuaudit.facts.cython import (
     CallSite, CExport, CImport, _IDENT, _Image, _call_sites, _export_helpers, _read_imports, _scan_runs,
 )
 
+_ACC = {"al": 8, "ax": 16, "eax": 32}
+_STACK = re.compile(r"^(byte|word|dword) ptr \[rsp(?: \+ (0x[0-9a-f]+|\d+))?\], (al|ax|eax|0x[0-9a-f]+|\d+)$")
+
 
 def inflate(image: _Image) -> tuple[int, bytes] | None:
     """(address, inflated bytes) of the zlib blob of string constants in .rodata, the largest found."""
@@ -80,76 +83,172 @@ def split_strings(image: _Image, blob: bytes) -> list[bytes] | None:
     return out
 
 
-_ACC = {"al": 8, "ax": 16, "eax": 32}
-_STACK = re.compile(r"^(byte|word|dword) ptr \[rsp(?: \+ (0x[0-9a-f]+|\d+))?\], (al|ax|eax|0x[0-9a-f]+|\d+)$")
 
 
-def index_from_code(image: _Image, tracker, imported, blob_addr: int, total: int) -> list[int] | None:
+def lzss_decompress(src: bytes, size: int) -> bytes | None:
+    """Cython 3.3's LZSS (``__pyx_lzss_decompress``); None when ``src`` is not such a stream."""
+    out = bytearray()
+    pos = 0
+    try:
+        while True:
+            flags = src[pos] | 0xFF00
+            pos += 1
+            while flags & 0x100:
+                if flags & 1:
+                    out.append(src[pos])
+                    pos += 1
+                else:
+                    lo, hi = src[pos], src[pos + 1]
+                    pos += 2
+                    if not lo & 0x80:
+                        back, length = lo, hi
+                    elif not hi & 0x80:
+                        back, length = 0x80 + (((hi << 2) & 0x180) | (lo & 0x7F)), hi & 0x1F
+                    else:
+                        back, length = 0x80 + ((hi & 0x7F) << 7 | (lo & 0x7F)), src[pos]
+                        pos += 1
+                    length += 3
+                    ref = len(out) - back - length
+                    if ref < 0:
+                        return None
+                    for i in range(length):  # may overlap its own output
+                        out.append(out[ref + i])
+                if len(out) >= size:
+                    return bytes(out[:size]) if len(out) == size else None
+                flags >>= 1
+    except IndexError:
+        return None
+
+
+def locate(image: _Image, tracker, imported) -> tuple[int | None, bytes] | None:
+    """(call site that uses it, inflated bytes) of the module's string constants.
+
+    zlib (3.2 default): the stream in .rodata, passed to PyMemoryView_FromMemory.
+    LZSS (3.3 default): ``PyBytes_FromStringAndSize(NULL, size)`` for the output,
+    then the compressed ``cstring`` is the next .rodata address the code loads.
+    """
+    users: dict[str, list[int]] = {}
+    for name in ("PyMemoryView_FromMemory", "PyBytes_FromStringAndSize"):
+        stubs, slots = imported.get(name, (set(), set()))
+        users[name] = _call_sites(image, stubs, slots)
+    found = inflate(image)
+    if found is not None:
+        for site in users["PyMemoryView_FromMemory"]:
+            if _args_at(tracker, site).get("rdi") == ("addr", found[0]):
+                return site, found[1]
+        return None, found[1]
+    rodata = image.section(".rodata")
+    if not rodata:
+        return None
+    for site in users["PyBytes_FromStringAndSize"]:
+        args = _args_at(tracker, site)
+        if args.get("rdi") != ("imm", 0) or not args.get("rsi") or args["rsi"][0] != "imm" or args["rsi"][1] < 16:
+            continue
+        size = args["rsi"][1]
+        for _a, _n, mnem, ops in tracker.cs.disasm_lite(tracker.code(site, site + 160), site):
+            if mnem == "lea" and "[rip" in ops:
+                m = _RIP_DISP.search(ops)
+                target = _a + _n + int(m.group(1), 0) if m and m.group(0)[0] != "-" else None
+                if target is None or not rodata[0] <= target < rodata[0] + rodata[2]:
+                    continue
+                off = image.offset(target)
+                data = lzss_decompress(bytes(image.data[off : off + 2 * size + 64]), size)
+                if data is not None:
+                    return site, data
+    return None
+
+
+_RIP_DISP = re.compile(r"rip \+ (0x[0-9a-f]+|\d+)")
+
+
+def _args_at(tracker, site: int) -> dict:
+    regs: dict = {}
+
+    def grab(cs: CallSite):
+        if cs.address == site:
+            regs.update(cs.args)
+        return None
+
+    tracker.run(tracker.aligned_start(site, 2048), site + 6, grab)
+    return regs
+
+
+def index_from_code(image: _Image, tracker, site: int, total: int, imported=None) -> list[int] | None:
     """The length index when GCC built it on the stack, field by field.
 
     ``const struct { unsigned int length: 6; } index[] = {{1},{20},...}`` becomes
     ``mov al,[rsp+X]; and eax,0xffffffc0; or eax,0x14; mov [rsp+X],al`` per entry
     (the struct is 4 bytes); we replay those writes up to where the blob is used.
+    Cython 3.3 has two arrays (text strings, then bytes): two runs adding up to the total.
     """
     import bisect
 
-    users: list[int] = []
-    for name in ("PyMemoryView_FromMemory", "PyBytes_FromStringAndSize"):
-        stubs, slots = imported.get(name, (set(), set()))
-        users += _call_sites(image, stubs, slots)
     starts = image.function_starts()
-    if not users or not starts:
+    i = bisect.bisect_right(starts, site) - 1
+    if i < 0:
         return None
-    for site in sorted(users):
-        regs: dict = {}
-
-        def grab(cs: CallSite, regs=regs, site=site):
-            if cs.address == site:
-                regs.update(cs.args)
-            return None
-
-        tracker.run(tracker.aligned_start(site, 48), site + 6, grab)
-        if regs.get("rdi") != ("addr", blob_addr):
-            continue
-        i = bisect.bisect_right(starts, site) - 1
-        if i < 0:
-            return None
-        begin = starts[i]
-        values: dict[int, int] = {}
-        mask, cur = 0xFFFFFFFF, 0
-        for _a, _size, mnem, ops in tracker.cs.disasm_lite(tracker.code(begin, site), begin):
-            if mnem in ("and", "or"):
-                dst, _, imm = ops.partition(", ")
-                width = _ACC.get(dst)
-                if width:
-                    try:
-                        value = int(imm, 0) & ((1 << width) - 1)
-                    except ValueError:
-                        continue
-                    if mnem == "and":
-                        mask, cur = ~value & ((1 << width) - 1), 0
-                    else:
-                        cur |= value
-            elif mnem == "mov":
-                m = _STACK.match(ops)
-                if m:
-                    off = int(m.group(2), 0) if m.group(2) else 0
-                    src = m.group(3)
-                    if src in ("al", "ax", "eax"):
-                        values[off] = cur & mask
-                    else:
-                        values[off] = int(src, 0)
-        # the run of 4-byte slots whose values add up to the blob's size
-        offs = sorted(values)
-        for j, first in enumerate(offs):
-            acc, k, out = 0, first, []
-            while k in values and acc < total:
-                acc += values[k]
-                out.append(values[k])
-                k += 4
-            if acc == total and len(out) > 1:
-                return out
-        return None
+    begin = starts[i]
+    values: dict[int, int] = {}
+    mask, cur = 0xFFFFFFFF, 0
+    # a short loop GCC unrolled passes the lengths as immediates: PyBytes_FromStringAndSize(p, 752)
+    makers = set()
+    for name in ("PyBytes_FromStringAndSize", "PyUnicode_DecodeUTF8"):
+        makers |= (imported or {}).get(name, (set(), set()))[0]
+    unrolled: list[int] = []
+    esi = None
+    for _a, _size, mnem, ops in tracker.cs.disasm_lite(tracker.code(begin, site + 4096), begin):
+        if mnem == "mov" and ops.startswith("esi, "):
+            try:
+                esi = int(ops[5:], 0)
+            except ValueError:
+                esi = None
+        elif mnem == "call":
+            if _a > site and ops.startswith("0x") and int(ops, 16) in makers and esi is not None:
+                unrolled.append(esi)
+            esi = None
+        if mnem in ("and", "or"):
+            dst, _, imm = ops.partition(", ")
+            width = _ACC.get(dst)
+            if width:
+                try:
+                    value = int(imm, 0) & ((1 << width) - 1)
+                except ValueError:
+                    continue
+                if mnem == "and":
+                    mask, cur = ~value & ((1 << width) - 1), 0
+                else:
+                    cur |= value
+        elif mnem == "mov":
+            m = _STACK.match(ops)
+            if m:
+                off = int(m.group(2), 0) if m.group(2) else 0
+                src = m.group(3)
+                values[off] = cur & mask if src in ("al", "ax", "eax") else int(src, 0)
+    # maximal runs of 4-byte slots
+    runs: list[list[int]] = []
+    for off in sorted(values):
+        if runs and off == runs[-1][-1] + 4:
+            runs[-1].append(off)
+        elif not runs or off > runs[-1][-1]:
+            runs.append([off])
+    sums = [sum(values[o] for o in r) for r in runs]
+    for r in runs:  # one array (3.2), or a sub-run of a longer one
+        for j in range(len(r)):
+            acc = 0
+            for k in range(j, len(r)):
+                acc += values[r[k]]
+                if acc == total and k > j:
+                    return [values[o] for o in r[j : k + 1]]
+                if acc > total:
+                    break
+    for a in range(len(runs)):  # two arrays (3.3): text strings then bytes
+        for b in range(len(runs)):
+            if a != b and sums[a] + sums[b] == total:
+                return [values[o] for o in runs[a]] + [values[o] for o in runs[b]]
+        # text strings from an array, the few bytes strings unrolled
+        for k in range(len(unrolled)):
+            if sums[a] + sum(unrolled[k:]) == total:
+                return [values[o] for o in runs[a]] + unrolled[k:]
     return None
 
 
@@ -211,13 +310,15 @@ def read(image: _Image, tracker, imported, module: str):
             return None
 
         _scan_runs(tracker, _call_sites(image, helpers, set()), on_export)
-    found = inflate(image)
-    if found is None:
-        notes.append("Cython 3.2+ module without a zlib string blob (LZSS or bz2 compression is not read)")
+    located = locate(image, tracker, imported)
+    if located is None:
+        notes.append("Cython 3.2+ string table not found (uncompressed, bz2 or zstd tables are not read)")
         return [], plain_imports, type_imports, notes, False, ()
-    strings = split_strings(image, found[1])
-    if strings is None:
-        lengths = index_from_code(image, tracker, imported, found[0], len(found[1]))
+    site, blob = located
+    found = (site, blob)
+    strings = split_strings(image, blob)
+    if strings is None and site is not None:
+        lengths = index_from_code(image, tracker, site, len(blob), imported)
         if lengths is not None:
             strings, pos = [], 0
             for n in lengths:

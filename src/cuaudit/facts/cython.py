@@ -221,8 +221,15 @@ class _Image:
             out.append(self._cstr_at(str_off + st_name, 512))
         return out
 
-    def imported_functions(self, wanted: set[str]) -> dict[str, tuple[set[int], set[int]]]:
+    def imported_functions(self, wanted: frozenset[str]) -> dict[str, tuple[set[int], set[int]]]:
         """name -> (PLT stub addresses, GOT slots) for the wanted dynamic symbols."""
+        cached = self.__dict__.get("_imported")
+        if cached is not None and cached[0] == wanted:
+            return cached[1]
+        self._imported = (wanted, self._imported_functions(wanted))
+        return self._imported[1]
+
+    def _imported_functions(self, wanted: frozenset[str]) -> dict[str, tuple[set[int], set[int]]]:
         names = self.dynsym_names()
         slots: dict[int, str] = {}
         for rel in (".rela.plt", ".rela.dyn"):
@@ -577,6 +584,12 @@ def _scan_runs(
 
 # -- the extractor ------------------------------------------------------------------------
 
+#: the imported functions whose call sites the reader looks at
+_IMPORTED = frozenset({
+    "PyImport_ImportModule", "PyCapsule_New", "PyDict_SetItemString", "PyDict_SetItem", "PyErr_Format",
+    "PyErr_WarnFormat", "PyOS_snprintf", "PyMemoryView_FromMemory", "PyBytes_FromStringAndSize",
+    "PyDict_GetItemString",
+})
 _ABI = re.compile(rb"_cython_(\d+)_(\d+)_(\d+)(?:([abr]|rc)(\d+))?\x00")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -621,23 +634,26 @@ def read_module(data: bytes, path: str) -> CythonModule:
         # its names in a compressed blob.
         from cuaudit.facts import _cython_blob
 
-        found = _cython_blob.inflate(image) if b"\x78\xda" in data else None
-        if found and (b"cython_runtime" in found[1] or b"__pyx_capi__" in found[1] or b"cython_runtime\x00" in data):
+        imported = image.imported_functions(_IMPORTED)
+        _prime_calls(image, imported)
+        located = _cython_blob.locate(image, _Tracker(image), imported)
+        if located and (b"cython_runtime" in located[1] or b"__pyx_capi__" in located[1] or b"cython_runtime\x00" in data):
             cython = "3.2+"
         elif has_capi_name:
             pass  # Cython up to 3.1 without an ABI marker
         elif b"cython_runtime\x00" not in data and b"__pyx_" not in data:
             return CythonModule(module=module_name_for(path), cython="", is_cython=False)
+        elif b"__pyx_capi__" in data:
+            # the name inside an uncompressed 3.2+ string table: not read
+            return CythonModule(module=module_name_for(path), cython="3.2+", has_capi=True,
+                                unresolved=("uncompressed Cython 3.2+ string table: C-API not read",))
         else:
             return CythonModule(module=module_name_for(path), cython="")
     module = module_name_for(path)
     unresolved: list[str] = []
     unnamed: list[str] = []
     generation = (3, 2) if cython == "3.2+" else tuple(int(x) for x in cython.split(".")[:2]) if cython else (0, 0)
-    imported = image.imported_functions(
-        {"PyImport_ImportModule", "PyCapsule_New", "PyDict_SetItemString", "PyDict_SetItem", "PyErr_Format", "PyErr_WarnFormat",
-         "PyOS_snprintf", "PyMemoryView_FromMemory", "PyBytes_FromStringAndSize"}
-    )
+    imported = image.imported_functions(_IMPORTED)
     tracker = _Tracker(image)
     _prime_calls(image, imported)
     if generation >= (3, 2):
@@ -746,6 +762,8 @@ def _read_imports(
     # Cython 3.1 warns with PyErr_WarnFormat(NULL, 0, fmt, ...); 0.29/3.0 format the
     # warning with PyOS_snprintf(buf, 200, fmt, ...) first: same argument registers.
     warns = warn_stubs | {-s for s in warn_slots} | snp_stubs | {-s for s in snp_slots}
+    lk_stubs, lk_slots = imported.get("PyDict_GetItemString", (set(), set()))
+    lookups = lk_stubs | {-s for s in lk_slots}
     current: list[str | None] = [None]
     # Helpers inlined into the module init leave no call taking the module; their
     # error messages still name everything: (module, name, signature) or
@@ -787,6 +805,13 @@ def _read_imports(
             return None
         mod = site.args.get("rdi")
         rsi, rdx, rcx = (site.args.get(r) for r in ("rsi", "rdx", "rcx"))
+        if (loops is not None and site.target in lookups and rsi and rsi[0] == "memoff" and current[0]):
+            # Cython 3.2+ with the import helper inlined in the loop:
+            # PyDict_GetItemString(capi, names + i) with the signatures pointer in another register
+            sigs = [v[2] for v in site.args.values() if v[0] == "memoff" and v[1] == rsi[1] and v[2] < rsi[2]]
+            if sigs:
+                loops.append((current[0], rsi[1], rsi[2] - max(sigs) - 1, None))
+            return None
         if loops is not None and rsi and rcx and rsi[0] == "memoff" and rcx[0] == "memoff" and rsi[1] == rcx[1]:
             # Cython 3.2: helper(target, names, ptr, signatures) over one bytes constant
             what = _str(image, site.args.get("r8"))
