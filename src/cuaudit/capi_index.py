@@ -180,6 +180,8 @@ def import_problems(consumer: Provider, index: CapiIndex) -> list[ImportProblem]
                 continue
             unnamed = set(prov.facts.unnamed_variable_exports) if prov.facts else set()
             missing = tuple(i for i in imps if i.name not in table and not (i.kind == "variable" and i.signature in unnamed))
+            if missing and prov.facts is not None and prov.facts.unresolved:
+                missing = ()  # the provider's table was read only in part (CU009 says so): no verdict
             if missing:
                 out.append(ImportProblem("missing", consumer, module, prov, missing))
             for i in imps:

@@ -21,7 +21,8 @@ def configure_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("old", metavar="OLD")
     p.add_argument("new", metavar="NEW")
     p.add_argument("--consumers", nargs="+", default=[], metavar="PATH",
-                   help="wheels, directories, NAME==VERSION or installed names whose imports to check")
+                   help="wheels, directories, NAME==VERSION, installed names, or an environment's python "
+                        "whose distributions' imports to check")
     p.add_argument("--python", metavar="PYTHON", help="interpreter whose environment holds installed names")
     add_audit_options(p)
     p.set_defaults(func=execute)
@@ -32,6 +33,11 @@ def resolve_side(spec: str, python: str | None, config) -> list:
     from cuaudit.inputs import resolve
     from cuaudit.inputs.index import looks_like_requirement
 
+    if os.path.isfile(spec) and os.access(spec, os.X_OK) and os.path.basename(spec).startswith("python"):
+        # an interpreter: every distribution of its environment (for --consumers)
+        from cuaudit.inputs.environment import load_environment
+
+        return list(load_environment(spec).distributions)
     if os.path.lexists(spec) or looks_like_requirement(spec):
         return resolve([spec], exclude=config.exclude, cache_dir=config.cache_dir)
     from packaging.utils import canonicalize_name
@@ -66,6 +72,11 @@ def execute(args: argparse.Namespace) -> int:
     old = resolve_side(args.old, args.python, config)
     new = resolve_side(args.new, args.python, config)
     consumers = [a for spec in args.consumers for a in resolve_side(spec, args.python, config)]
+    # the compared distribution itself is not its own consumer (an environment lists it too)
+    from packaging.utils import canonicalize_name
+
+    compared = {canonicalize_name(a.ref.name) for a in old + new if a.ref.name}
+    consumers = [a for a in consumers if not a.ref.name or canonicalize_name(a.ref.name) not in compared]
     everything = old + new + consumers
     extractors = {n: facts_registry.get(n)() for n in ("cython-capi", "metadata")}
 

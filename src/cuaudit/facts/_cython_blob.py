@@ -309,7 +309,7 @@ def read(image: _Image, tracker, imported, module: str):
                 loops.append((None, rsi[1], rsi[2] - rcx[2] - 1, "export"))
             return None
 
-        _scan_runs(tracker, _call_sites(image, helpers, set()), on_export)
+        _scan_runs(tracker, _call_sites(image, helpers, set()), on_export, back=1024)
     located = locate(image, tracker, imported)
     if located is None:
         notes.append("Cython 3.2+ string table not found (uncompressed, bz2 or zstd tables are not read)")

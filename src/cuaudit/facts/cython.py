@@ -602,7 +602,7 @@ class CythonCapiExtractor(Extractor):
     """C-API exports, imports and extension types of a compiled Cython module."""
 
     name = "cython-capi"
-    version = 1
+    version = 2  # bump whenever the reader finds more or different facts (the cache is keyed on it)
 
     def applies(self, member: Member) -> bool:
         return member.kind is MemberKind.ELF and member.path.endswith(".so")
@@ -998,7 +998,7 @@ def _read_exports(image: _Image, tracker: _Tracker, imported, unnamed: list[str]
         exports.append(CExport(name, sig, kind))
         return None
 
-    _scan_runs(tracker, _call_sites(image, helpers, set()), on_export)
+    _scan_runs(tracker, _call_sites(image, helpers, set()), on_export, back=1024)
     # Exports with the helper inlined: PyCapsule_New(f, sig, 0) then PyDict_SetItemString(d, name, cobj).
     if inline_sites:
         set_stubs, set_slots = imported["PyDict_SetItemString"]
