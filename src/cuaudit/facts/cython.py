@@ -605,7 +605,13 @@ class CythonCapiExtractor(Extractor):
     version = 2  # bump whenever the reader finds more or different facts (the cache is keyed on it)
 
     def applies(self, member: Member) -> bool:
-        return member.kind is MemberKind.ELF and member.path.endswith(".so")
+        # Python extension modules only: a Cython module is never a versioned
+        # shared library (libcublasLt.so.12), and reading those (hundreds of MB in
+        # the torch and nvidia-* wheels) would cost the whole member for nothing.
+        if member.kind is not MemberKind.ELF or not member.path.endswith(".so"):
+            return False
+        name = member.path.rsplit("/", 1)[-1]
+        return ".cpython-" in name or ".abi3." in name or not name.startswith("lib")
 
     def extract(self, reader: MemberReader) -> CythonModule:
         data = reader.mmap()
