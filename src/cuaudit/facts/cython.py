@@ -629,6 +629,10 @@ def read_module(data: bytes, path: str) -> CythonModule:
     # Not Cython (no ABI marker, no capi name): nothing to say, and nothing to read further.
     abi = _ABI.search(data)
     has_capi_name = b"__pyx_capi__\x00" in data
+    looks_cython = bool(abi) or has_capi_name or b"cython_runtime" in data or b"__pyx_" in data
+    if len(data) > 20 and (data[4] != 2 or data[5] != 1 or struct.unpack_from("<H", data, 18)[0] != 62) and not looks_cython:
+        # another machine, and not Cython either: nothing to say (CU009 is for Cython modules)
+        return CythonModule(module=module_name_for(path), cython="", is_cython=False)
     image = _Image(data, path)
     cython = ""
     if abi:
