@@ -518,3 +518,13 @@ def test_wheel_checked_against_an_environment_resolves_into_it(built, tmp_path):
     assert not alone.on_loader_path
     placed = Resolver(arts, lambda a, m: None, environ={}, site_root=str(site)).resolve(0, f"demo/_m.{EXT}", facts, "libused.so")
     assert placed.on_loader_path and placed.where == "nvlibs/lib/libused.so" and placed.found_via in ("DT_RPATH", "DT_RUNPATH")
+
+
+def test_torch_global_deps_shim_is_allow_listed_by_default_and_the_list_is_replaceable(built, tmp_path):
+    # torch/lib/libtorch_global_deps.so exists to be preloaded: its entries are its purpose (GPU run, torch 2.11)
+    whl = wheel_with(tmp_path, {"demo/lib/libtorch_global_deps.so": built["ext"], "demo/lib/libused.so": built["used"],
+                                "demo/lib/libunused.so": built["unused"]})
+    default = audit([str(whl)], config=dataclasses.replace(Config(select=("CU201",), cache=False, jobs=1)))
+    assert default.findings == []
+    emptied = audit([str(whl)], config=cfg(select=("CU201",), allow={"preload-libraries": ()}))
+    assert [f.location.symbol for f in emptied.findings] == ["libunused.so"]
