@@ -231,6 +231,17 @@ def test_matching_provider_gives_no_finding(cython_fixture):
     assert _audit(cython_fixture["env_v1"]).findings == []
 
 
+def test_extension_beside_a_py_of_the_same_name_is_the_provider(cython_fixture, tmp_path):
+    # Cython's own wheel ships Compiler/Scanning.py beside Scanning.cpython-*.so; the import
+    # system loads the .so, which has the __pyx_capi__ (a false CU301 seen on `cuaudit env`).
+    tree = tmp_path / "env"
+    shutil.copytree(cython_fixture["env_v1"], tree)
+    (tree / "pkgprov" / "prov.py").write_text("# pure-Python fallback, shadowed by the extension\n")
+    assert _audit(tree).findings == []
+    (tree / "pkgprov" / f"prov{SO}").unlink()  # now the .py is what imports: no C-API at all
+    assert [f.code for f in _audit(tree).findings] == ["CU301"]
+
+
 def test_changed_provider_breaks_the_consumer(cython_fixture):
     report = _audit(cython_fixture["env_v2"])
     by_code = {f.code: f for f in report.findings}

@@ -83,6 +83,15 @@ class CapiIndex:
                 fact = facts_of(art, m.path) if m.kind is MemberKind.ELF else None
                 index.modules.setdefault(name, []).append(Provider(name, art, m.path, fact))
                 index.top_levels.setdefault(name.split(".")[0], set()).add(id(art))
+        # Where one folder holds both mod.py and mod.cpython-*.so, the import system loads the
+        # extension (FileFinder tries extension suffixes first): Cython's own compiled compiler
+        # ships Scanning.py beside Scanning.so, and only the .so has the __pyx_capi__.
+        for name, provs in index.modules.items():
+            compiled = {(id(p.artifact), p.member.rsplit("/", 1)[0]) for p in provs if not p.is_python}
+            if compiled:
+                index.modules[name] = [
+                    p for p in provs if not (p.is_python and (id(p.artifact), p.member.rsplit("/", 1)[0]) in compiled)
+                ]
         return index
 
     def providers(self, module: str) -> list[Provider]:
