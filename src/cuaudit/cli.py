@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -54,6 +55,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # noqa: BLE001 - an internal error is exit 2 with a message, never exit 1
+        import traceback
+
+        if os.environ.get("CUAUDIT_DEBUG"):
+            traceback.print_exc()
+        tb = traceback.extract_tb(exc.__traceback__)
+        where = f" (at {os.path.basename(tb[-1].filename)}:{tb[-1].lineno})" if tb else ""
+        print(f"cuaudit: internal error: {type(exc).__name__}: {exc}{where}", file=sys.stderr)
+        return 2
 
 
 def entry() -> None:  # console script

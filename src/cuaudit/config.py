@@ -133,14 +133,33 @@ def apply(config: Config, values: Mapping[str, Any], where: str) -> Config:
             if not isinstance(value, Mapping):
                 raise ConfigError(f"{where}: 'allow' must be a table of name = [entries]")
             changes[attr] = {**config.allow, **{str(k): _as_tuple(v, f"allow.{k}", where) for k, v in value.items()}}
-        elif isinstance(value, Mapping):
+        elif isinstance(value, Mapping) and key in family_sections():
             options[key] = {**options.get(key, {}), **value}  # a family's own table
+        elif isinstance(value, Mapping):
+            raise ConfigError(
+                f"{where}: unknown table [tool.cuaudit.{key}] (family tables: {', '.join(sorted(family_sections()))})"
+            )
         else:
             known = sorted(_LIST_KEYS | _SCALAR_KEYS | _TABLE_KEYS)
             raise ConfigError(f"{where}: unknown key '{key}' (known: {', '.join(known)})")
     changes["options"] = options
     changes["source"] = where if config.source == "defaults" else f"{config.source} + {where}"
     return dataclasses.replace(config, **changes)
+
+
+def family_sections() -> frozenset[str]:
+    """Names a ``[tool.cuaudit.<name>]`` option table may have: the rule
+    family modules (``linkage``, ``devicecode`` ...) and the extractor modules,
+    found by name without importing them."""
+    import pkgutil
+
+    import cuaudit.facts
+    import cuaudit.rules
+
+    names = set()
+    for package in (cuaudit.rules, cuaudit.facts):
+        names |= {i.name for i in pkgutil.iter_modules(package.__path__) if not i.name.startswith("_")}
+    return frozenset(names)
 
 
 def _as_bool(value: Any, key: str, where: str) -> bool:

@@ -136,6 +136,20 @@ def _error_for(exc: BaseException) -> tuple[str, str, dict]:
     }
 
 
+@dataclass(frozen=True)
+class CachedFailure:
+    """An extractor's InputError on one member, kept in the fact cache.
+
+    A corrupt member stays corrupt until its content key changes, so the
+    second audit reports it without reading it again.  Internal errors
+    (CU011) are never cached: they are cuaudit's bugs, not the file's.
+    """
+
+    code: str
+    message: str
+    evidence: tuple[tuple[str, Any], ...]
+
+
 def _extract_group(artifact: Artifact, tasks: list[tuple[Member, tuple[str, ...]]]) -> list[tuple[str, str, bool, Any]]:
     """Run extractors on members of one artifact. Returns (member, extractor, ok, value|error)."""
     out: list[tuple[str, str, bool, Any]] = []
@@ -192,7 +206,11 @@ class Extraction:
             for n in names:
                 k = keys[(i, m.path, n)]
                 if k in cached:
-                    self._accept(artifacts, i, m.path, n, True, cached[k], None)
+                    value = cached[k]
+                    if isinstance(value, CachedFailure):
+                        self._accept(artifacts, i, m.path, n, False, (value.code, value.message, dict(value.evidence)), None)
+                    else:
+                        self._accept(artifacts, i, m.path, n, True, value, None)
                 else:
                     missing.append(n)
             if missing:
@@ -235,18 +253,38 @@ class Extraction:
     def _collect(self, artifacts, i, results, keys, new) -> None:
         for path, name, ok, value in results:
             self.extracted += 1
-            self._accept(artifacts, i, path, name, ok, value, new if ok else None, keys)
+            self._accept(artifacts, i, path, name, ok, value, new, keys)
 
     def _accept(self, artifacts, i, path, name, ok, value, new, keys=None) -> None:
         if ok:
-            self.facts[(i, path, name)] = value
-            if new is not None and keys is not None and value is not None:
+            if value is not None:
+                self.facts[(i, path, name)] = value
+            if new is not None and keys is not None:
+                # None ("nothing here for me") is cached too: a second audit reads nothing.
                 new.append((keys[(i, path, name)], value))
             return
         code, message, evidence = value
+        try:
+            rule = rules_registry.get(code)
+        except KeyError:  # an extractor raised InputError with a code no rule documents
+            rule = rules_registry.get("CU011")
+            message = f"{message} (unknown input problem code {code})"
+            code = "CU011"
+        if new is not None and keys is not None and code != "CU011":
+            try:
+                import pickle
+
+                failure = CachedFailure(code, message, tuple(sorted(evidence.items())))
+                pickle.dumps(failure)
+                new.append((keys[(i, path, name)], failure))
+            except Exception:  # noqa: BLE001 - evidence that does not pickle is simply not cached
+                pass
         art = artifacts[i]
-        finding = rules_registry.get(code).finding(
-            Location(art.ref, path), f"{path}: {message}" if not message.startswith(path) else message,
+        line = evidence.get("line") if isinstance(evidence.get("line"), int) else None
+        column = evidence.get("column") if line is not None and isinstance(evidence.get("column"), int) else None
+        finding = rule.finding(
+            Location(art.ref, path, line=line, column=column),
+            f"{path}: {message}" if not message.startswith(path) else message,
             evidence={**evidence, "extractor": name}, key=f"{path}:{name}",
         )
         self.problems.append(finding)
@@ -278,7 +316,8 @@ def audit(
     artifacts: list[Artifact] = []
     environment: EnvironmentInfo | None = None
     early: list[Finding] = []
-    specs = [p for p in paths if isinstance(p, str)]
+    paths = list(paths)
+    specs = [os.fspath(p) for p in paths if isinstance(p, (str, os.PathLike))]
     artifacts += [p for p in paths if isinstance(p, Artifact)]
     artifacts += resolve(specs, exclude=config.exclude, cache_dir=config.cache_dir)
     if env:
@@ -293,7 +332,9 @@ def audit(
 
     selected = [cls for cls in rules_registry.select(config.selected, config.ignored)]
     runnable = [cls() for cls in selected if not cls.emitted_by_engine]
-    needed = sorted({n for r in runnable for n in r.needs})
+    # Engine-emitted rules (CU0xx) may need extractors too: CU007 is raised
+    # by the pyproject extractor, so it runs when CU007 is selected.
+    needed = sorted({n for cls in selected for n in cls.needs})
     extractors = {n: facts_registry.get(n)() for n in needed}
     if not config.probe:
         extractors = {n: e for n, e in extractors.items() if not type(e).probe}
@@ -302,7 +343,7 @@ def audit(
         return tuple(n for n, e in extractors.items() if e.applies(member))
 
     for art in artifacts:
-        art.members  # noqa: B018 - list each artifact once, collecting its CU0xx problems
+        _list_safely(art)
     extraction = Extraction(config, progress)
     extraction.run(artifacts, wanted)
     probes: list[ProbeRecord] = []
@@ -345,6 +386,16 @@ def audit(
         baselined=baselined,
         command=command,
     )
+
+
+def _list_safely(art: Artifact) -> None:
+    """List an artifact's members once; a bug while listing is CU011 for it, not a crash."""
+    try:
+        art.members  # noqa: B018 - list each artifact once, collecting its CU0xx problems
+    except Exception as exc:  # noqa: BLE001 - one bad input never stops the scan
+        art._members = []
+        code, message, evidence = _error_for(exc)
+        art.problems.append(rules_registry.get(code).finding(Location(art.ref), f"{art.ref.display}: {message}", evidence=evidence))
 
 
 def _post_process(

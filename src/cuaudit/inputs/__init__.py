@@ -145,18 +145,24 @@ def resolve(specs: Iterable[str], *, exclude: Iterable[str] = (), cache_dir: str
     exclude = tuple(exclude)
     out: list[Artifact] = []
     for spec in specs:
-        if not os.path.lexists(spec) and looks_like_requirement(spec):
-            out.append(fetch_requirement(spec, cache_dir=cache_dir))
-            continue
-        if not os.path.lexists(spec):
-            out.append(MissingArtifact(spec, "does not exist"))
-        elif os.path.isdir(spec):
-            out.append(TreeArtifact(spec, exclude=exclude))
-        elif spec.endswith(".whl"):
-            out.append(WheelArtifact(spec))
-        elif is_sdist_name(spec):
-            out.append(SdistArtifact(spec))
-        else:
-            out.append(FileArtifact(spec))
+        try:
+            if not os.path.lexists(spec) and looks_like_requirement(spec):
+                out.append(fetch_requirement(spec, cache_dir=cache_dir))
+                continue
+            if not os.path.lexists(spec):
+                out.append(MissingArtifact(spec, "does not exist"))
+            elif os.path.isdir(spec):
+                out.append(TreeArtifact(spec, exclude=exclude))
+            elif not os.path.isfile(spec):
+                # A FIFO, socket or device: opening it may block forever or never end.
+                out.append(MissingArtifact(spec, "is not a regular file (FIFO, socket or device); not read"))
+            elif spec.endswith(".whl"):
+                out.append(WheelArtifact(spec))
+            elif is_sdist_name(spec):
+                out.append(SdistArtifact(spec))
+            else:
+                out.append(FileArtifact(spec))
+        except Exception as exc:  # noqa: BLE001 - one bad input never stops the scan
+            out.append(MissingArtifact(spec, f"internal error while opening it: {type(exc).__name__}: {exc}", code="CU011"))
     return out
 

@@ -69,11 +69,17 @@ class InterpreterError(Exception):
 
 
 def query_interpreter(python: str, timeout: float = 60) -> dict:
+    import tempfile
+
+    # `python -c` puts the working directory first on sys.path: run it from an
+    # empty directory, or a `json.py` in the audited tree would be imported.
     try:
-        proc = subprocess.run(
-            [python, "-S", "-c", _QUERY], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        with tempfile.TemporaryDirectory(prefix="cuaudit-query-") as empty:
+            proc = subprocess.run(
+                [python, "-S", "-c", _QUERY], capture_output=True, text=True, timeout=timeout,
+                stdin=subprocess.DEVNULL, cwd=empty,
+            )
+    except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
         raise InterpreterError(f"{python} does not run: {exc}") from exc
     if proc.returncode != 0:
         raise InterpreterError(f"{python} exited with {proc.returncode}: {proc.stderr.strip()[-500:]}")
@@ -146,18 +152,22 @@ def find_distributions(paths: list[str]) -> list["InstalledDistribution"]:
     seen: set[str] = set()
     out: list[InstalledDistribution] = []
     for dist in metadata.distributions(path=paths):
+        meta_dir = str(getattr(dist, "_path", ""))
         try:
             name = dist.metadata["Name"] or ""
+            version = dist.version or ""
         except Exception:  # noqa: BLE001 - a broken METADATA is reported, not fatal
-            name = ""
-        meta_dir = str(getattr(dist, "_path", ""))
+            name, version = "", ""
         if not name:
             name = os.path.basename(meta_dir).split("-")[0]
+            if not version:
+                stem = os.path.basename(meta_dir).rsplit(".", 1)[0]
+                version = stem.split("-")[1] if "-" in stem else ""
         key = canonicalize_name(name)
         if key in seen:
             continue
         seen.add(key)
-        out.append(InstalledDistribution(dist, name, dist.version or "", meta_dir))
+        out.append(InstalledDistribution(dist, name, version, meta_dir))
     out.sort(key=lambda d: canonicalize_name(d.ref.name))
     return out
 

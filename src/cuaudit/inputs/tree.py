@@ -40,6 +40,7 @@ class TreeArtifact(Artifact):
 
     def list_members(self) -> list[Member]:
         root = self.ref.path
+        real_root = os.path.realpath(root)
         members: list[Member] = []
 
         def onerror(exc: OSError) -> None:
@@ -64,7 +65,7 @@ class TreeArtifact(Artifact):
                     continue
                 if not os.path.isfile(full) or os.path.islink(full):
                     real = os.path.realpath(full)
-                    if os.path.islink(full) and os.path.isfile(real) and real.startswith(root + os.sep):
+                    if os.path.islink(full) and os.path.isfile(real) and real.startswith(real_root + os.sep):
                         continue  # the link's target is listed under its own name
                     self.skip(rel, "not a regular file inside the tree (link or special file)")
                     continue

@@ -66,8 +66,21 @@ class ZipArtifact(Artifact):
         members: list[Member] = []
         seen: set[str] = set()
         # Entries whose data overlap are the trick of non-recursive zip bombs.
-        spans = sorted((i.header_offset, i.header_offset + i.compress_size, i.filename) for i in infos)
-        overlapping = {b[2] for a, b in zip(spans, spans[1:]) if b[0] < a[1]}
+        # Each entry's span starts at its local header and covers at least the
+        # header, the name and the compressed data (a lower bound: no extra
+        # field, no data descriptor, so honest archives never trip it).  An
+        # entry whose header lies inside an earlier span overlaps it, and both
+        # are flagged: in Fifield's overlapping bomb the first entry, whose data
+        # covers all the others, is the one that inflates the most.
+        spans = sorted((i.header_offset, i.header_offset + 30 + len(i.orig_filename)
+                        + i.compress_size, i.filename) for i in infos if not i.is_dir())
+        overlapping: set[str] = set()
+        reach, owner = -1, ""
+        for start, end, name in spans:
+            if start < reach:
+                overlapping.update((name, owner))
+            if end > reach:
+                reach, owner = end, name
         for info in infos:
             name = info.filename
             if info.is_dir():

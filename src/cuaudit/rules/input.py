@@ -199,6 +199,8 @@ class InvalidProjectFile(InputRule):
     name = "invalid-project-file"
     summary = "A project configuration file does not parse"
     severity = Severity.ERROR
+    #: the pyproject extractor raises it (InputError("CU007")) while parsing
+    needs = ("pyproject",)
 
 
 class InterpreterFailed(InputRule):
