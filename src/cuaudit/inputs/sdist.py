@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import hashlib
 import io
+import lzma
 import os
 import tarfile
 import zipfile
+import zlib
 from typing import IO
 
 from cuaudit.inputs import Artifact, classify, unsafe_member_name
@@ -61,7 +63,7 @@ class ZipSdist(ZipArtifact):
         super().__init__(_sdist_ref(path))
 
     def _members_from(self, infos: list[zipfile.ZipInfo], archive_size: int) -> list[Member]:
-        self.strip_prefix = _common_prefix([i.filename for i in infos])
+        self.strip_prefix = _common_prefix([i.filename for i in infos if not unsafe_member_name(i.filename)])
         return super()._members_from(infos, archive_size)
 
 
@@ -74,15 +76,24 @@ class TarSdist(Artifact):
         path = self.ref.path
         try:
             digest = _digest(path)
-            data = self._read_all()
         except OSError as exc:
             self.problem("CU001", f"cannot read {path}: {exc.strerror or exc}")
             return []
-        except (tarfile.TarError, EOFError, zipfile.BadZipFile, ValueError) as exc:
-            with open(path, "rb") as fh:
-                magic = fh.read(4)
-            code = "CU006" if magic[:2] not in (b"\x1f\x8b", b"BZ", b"\xfd7") else "CU002"
-            self.problem(code, f"{os.path.basename(path)}: not a readable tar archive ({exc})")
+        try:
+            data = self._read_all()
+        except (tarfile.TarError, EOFError, zipfile.BadZipFile, ValueError, zlib.error, lzma.LZMAError, OSError) as exc:
+            # gzip/bzip2/xz raise OSError subclasses (BadGzipFile) on bad data: the
+            # file was readable (we hashed it), so any error here is about its content.
+            try:
+                with open(path, "rb") as fh:
+                    head = fh.read(512)
+            except OSError:
+                head = b""
+            # A compressed stream or a ustar header: a tar that is cut or corrupt
+            # (CU002).  Anything else is not a tar at all, whatever its name (CU006).
+            is_tar = head[:2] in (b"\x1f\x8b", b"BZ") or head[:4] == b"\xfd7zX" or head[257:262] == b"ustar"
+            self.problem("CU002" if is_tar else "CU006",
+                         f"{os.path.basename(path)}: {'corrupt or truncated' if is_tar else 'not a'} tar archive ({exc})")
             return []
         return [Member(p, classify(p), len(b), f"sdist:{digest}:{p}") for p, b in sorted(data.items())]
 
@@ -92,7 +103,7 @@ class TarSdist(Artifact):
         data: dict[str, bytes] = {}
         with tarfile.open(self.ref.path, "r:*") as tf:
             infos = tf.getmembers()
-            prefix = _common_prefix([i.name for i in infos if i.isfile()])
+            prefix = _common_prefix([i.name for i in infos if i.isfile() and not unsafe_member_name(i.name)])
             for info in infos:
                 if info.isdir():
                     continue
