@@ -1,0 +1,169 @@
+"""``cuaudit env``: installed distributions found from disk, never imported.
+
+A real virtual environment is built here (``python -m venv``), a tiny wheel
+built here is installed into it with ``pip install --no-index --no-deps``,
+and the other layouts pip no longer writes (egg-info, RECORD-less
+dist-info, a ``.pth`` path line) are laid out by hand.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import make_tree, make_wheel
+from marker_rules import WARN, marker_rules  # noqa: F401 - fixture
+
+from cuaudit import audit
+from cuaudit.config import Config
+from cuaudit.inputs.environment import load_environment, read_pth_paths
+from cuaudit.model import ArtifactKind
+
+NOCACHE = Config(cache=False)
+
+
+def _site(venv: Path) -> Path:
+    [site] = list(venv.glob("lib/python3*/site-packages"))
+    return site
+
+
+def _make_venv(path: Path, *, system: bool = False) -> Path:
+    cmd = [sys.executable, "-m", "venv", "--without-pip", str(path)]
+    if system:
+        cmd.insert(3, "--system-site-packages")
+    subprocess.run(cmd, check=True, capture_output=True)
+    return path / "bin" / "python"
+
+
+@pytest.fixture(scope="session")
+def venv(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """A venv with: a pip-installed wheel, an egg-info, a RECORD-less dist-info and a .pth path line."""
+    base = tmp_path_factory.mktemp("env")
+    python = _make_venv(base / "venv")
+    site = _site(base / "venv")
+    marker = base / "pth-import-ran"
+    wheel = make_wheel(base, "tinypkg", "0.3", {"tinypkg/__init__.py": f"VALUE = 1  # {WARN}\n",
+                                                "tinypkg/util.py": "def f():\n    return 2\n"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-index", "--no-deps", "-q", str(wheel)],
+        capture_output=True, text=True,
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"pip could not install the test wheel into the venv: {proc.stderr[-500:]}")
+    make_tree(site, {
+        # setuptools' legacy layout: egg-info with PKG-INFO and top_level.txt, no RECORD
+        "oldpkg-0.1-py3.11.egg-info/PKG-INFO": "Metadata-Version: 1.1\nName: oldpkg\nVersion: 0.1\n",
+        "oldpkg-0.1-py3.11.egg-info/top_level.txt": "oldpkg\n",
+        "oldpkg/__init__.py": f"OLD = 1  # {WARN}\n",
+        # a dist-info whose RECORD was removed (some conda and system packages)
+        "norec-2.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: norec\nVersion: 2.0\n",
+        "norec-2.0.dist-info/top_level.txt": "norec\n",
+        "norec.py": f"N = 1  # {WARN}\n",
+    })
+    extra = make_tree(base / "extra-path", {
+        "pthpkg-5.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: pthpkg\nVersion: 5.0\n",
+        "pthpkg-5.0.dist-info/RECORD": "pthpkg/__init__.py,,\npthpkg-5.0.dist-info/METADATA,,\n",
+        "pthpkg/__init__.py": f"P = 1  # {WARN}\n",
+    })
+    (site / "extra.pth").write_text(
+        f"# a comment\n{extra}\nimport os; open({str(marker)!r}, 'w').write('ran')\n/does/not/exist\n"
+    )
+    return {"python": python, "site": site, "marker": marker, "extra": extra}
+
+
+def test_finds_every_distribution_layout(venv):
+    env = load_environment(str(venv["python"]))
+    names = {d.ref.name: d for d in env.distributions}
+    assert {"tinypkg", "oldpkg", "norec", "pthpkg"} <= set(names)
+    assert names["tinypkg"].ref.version == "0.3" and names["tinypkg"].ref.kind is ArtifactKind.INSTALLED
+    assert names["tinypkg"].ref.path == str(venv["site"])
+    assert {m.path for m in names["tinypkg"].members} >= {"tinypkg/__init__.py", "tinypkg/util.py",
+                                                          "tinypkg-0.3.dist-info/METADATA"}
+    assert "oldpkg/__init__.py" in {m.path for m in names["oldpkg"].members}
+    assert names["pthpkg"].ref.path == str(venv["extra"])
+    # the interpreter's facts, asked with -S: the venv's own prefix and site dir
+    assert env.info.prefix == str(venv["python"].parent.parent)
+    assert env.info.site_dirs == (str(venv["site"]),)
+    assert str(venv["extra"]) in env.info.sys_path
+    assert not venv["marker"].exists(), "the .pth import line was executed"
+
+
+def test_record_less_distributions_list_their_top_level_files(venv):
+    env = load_environment(str(venv["python"]))
+    names = {d.ref.name: d for d in env.distributions}
+    assert {m.path for m in names["oldpkg"].members} >= {"oldpkg/__init__.py", "oldpkg-0.1-py3.11.egg-info/PKG-INFO"}
+    # a top-level module (norec.py) is found next to its top_level.txt name
+    assert "norec.py" in {m.path for m in names["norec"].members}
+
+
+def test_env_audit_reports_every_layout(venv, marker_rules):
+    report = audit([], env=str(venv["python"]), config=NOCACHE, command="env")
+    hits = {(f.location.artifact.name, f.location.member) for f in report.findings if f.code == "CU098"}
+    assert hits == {("tinypkg", "tinypkg/__init__.py"), ("oldpkg", "oldpkg/__init__.py"),
+                    ("norec", "norec.py"), ("pthpkg", "pthpkg/__init__.py")}
+    assert report.environment is not None and report.environment.python.startswith(str(venv["python"].parent))
+    assert not venv["marker"].exists()
+
+
+def test_pth_lines_are_read_not_run(tmp_path):
+    marker = tmp_path / "ran"
+    good = tmp_path / "good"
+    good.mkdir()
+    (tmp_path / "x.pth").write_text(f"import os; os.mkdir({str(marker)!r})\nimport\tsys\ngood\n\n# c\nmissing\n")
+    assert read_pth_paths(str(tmp_path)) == [str(good)]
+    assert not marker.exists()
+
+
+def test_include_system_site_packages(tmp_path):
+    python = _make_venv(tmp_path / "sysvenv", system=True)
+    isolated = _make_venv(tmp_path / "isovenv")
+    with_system = load_environment(str(python))
+    without = load_environment(str(isolated))
+    assert len(with_system.info.site_dirs) > len(without.info.site_dirs) == 1
+    system_dirs = [d for d in with_system.info.site_dirs if not d.startswith(str(tmp_path))]
+    assert system_dirs, with_system.info.site_dirs
+    # what the base interpreter has installed is found only through the system-site venv
+    from importlib import metadata
+
+    expected = {d.metadata["Name"] for d in metadata.distributions(path=system_dirs)}
+    assert {d.ref.name for d in with_system.distributions} >= expected
+    assert without.distributions == []  # --without-pip: nothing at all
+
+
+def test_python_that_does_not_run_is_cu008_and_other_inputs_still_reported(tmp_path, marker_rules):
+    good = make_wheel(tmp_path, "good", "1.0", {"good/__init__.py": f"# {WARN}\n"})
+    broken = tmp_path / "python"
+    broken.write_text("#!/bin/sh\necho 'no interpreter here' >&2\nexit 3\n")
+    broken.chmod(0o755)
+    report = audit([str(good)], env=str(broken), config=NOCACHE, command="env")
+    assert sorted(f.code for f in report.findings) == ["CU008", "CU098"]
+    [f] = [f for f in report.findings if f.code == "CU008"]
+    assert "exited with 3" in f.message and "no interpreter here" in f.message
+    missing = audit([], env=str(tmp_path / "nope" / "python"), config=NOCACHE, command="env")
+    assert [f.code for f in missing.findings] == ["CU008"] and "does not run" in missing.findings[0].message
+
+
+def test_env_cli_with_bad_python_exits_1(cli, tmp_path):
+    rc, out, err = cli("env", "--python", str(tmp_path / "nope"), "--isolated", "--no-cache")
+    assert rc == 1 and "CU008" in out
+
+
+def test_query_never_imports_from_the_working_directory(tmp_path, monkeypatch):
+    # `python -c` puts the cwd first on sys.path: a json.py there must not run.
+    marker = tmp_path / "json-imported"
+    (tmp_path / "json.py").write_text(f"open({str(marker)!r}, 'w').close()\nfrom _json import *\n")
+    (tmp_path / "sysconfig.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.chdir(tmp_path)
+    load_environment(sys.executable)
+    assert not marker.exists()
+
+
+def test_current_interpreter_by_default():
+    env = load_environment()
+    assert env.info.version == "%d.%d.%d" % sys.version_info[:3]
+    assert any(d.ref.name == "cuaudit" for d in env.distributions)
+    assert all(not os.path.isabs(m.path) and not m.path.startswith("../") for d in env.distributions
+               for m in d.members)
