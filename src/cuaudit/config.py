@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -89,6 +90,19 @@ def _codes(values: tuple[str, ...], key: str, where: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+_ARCH = re.compile(r"^(sm|compute)_\d{2,3}[af]?$")
+
+
+def _archs(values: tuple[str, ...], where: str) -> tuple[str, ...]:
+    out = []
+    for v in values:
+        a = v.strip().lower()
+        if not _ARCH.match(a):
+            raise ConfigError(f"{where}: 'target-archs' has {v!r}, which is not a GPU architecture (like sm_80 or compute_90)")
+        out.append(a)
+    return tuple(out)
+
+
 def apply(config: Config, values: Mapping[str, Any], where: str) -> Config:
     """A new Config with ``values`` (pyproject spelling: kebab-case) applied on top."""
     changes: dict[str, Any] = {}
@@ -97,7 +111,11 @@ def apply(config: Config, values: Mapping[str, Any], where: str) -> Config:
         attr = key.replace("-", "_")
         if key in _LIST_KEYS:
             v = _as_tuple(value, key, where)
-            changes[attr] = _codes(v, key, where) if key in {"select", "ignore", "extend-select", "extend-ignore"} else v
+            if key in {"select", "ignore", "extend-select", "extend-ignore"}:
+                v = _codes(v, key, where)
+            elif key == "target-archs":
+                v = _archs(v, where)
+            changes[attr] = v
         elif key == "fail-on":
             try:
                 changes[attr] = Severity.parse(str(value))
