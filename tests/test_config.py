@@ -221,8 +221,29 @@ def test_cli_flags_override_pyproject_and_environment(marked_tree, marker_rules,
     assert len(json.loads(out)["findings"]) == 3
     rc, out, _ = cli("check", "--no-cache", "-f", "json", "--target-arch", "sm_80,sm_90a", "--exit-zero")
     assert rc == 0
+    rc, out, _ = cli("check", "--no-cache", "-f", "json", "--isolated", "--exclude", "tests,nothing")
+    assert {f["location"]["member"] for f in json.loads(out)["findings"]} == {"pkg/a.py"}
+    rc, _, err = cli("check", "--no-cache", "--target-arch", "volta")
+    assert rc == 2 and "not a GPU architecture" in err
 
 
 def test_target_archs_are_validated_and_normalised():
     c = cfg.load(isolated=True, environ={"CUAUDIT_TARGET_ARCHS": "SM_80, sm_90a,compute_90"})
     assert c.target_archs == ("sm_80", "sm_90a", "compute_90")
+
+
+def test_configuration_doc_lists_every_key_variable_and_flag():
+    from conftest import REPO
+
+    from cuaudit.cli import build_parser
+
+    doc = (REPO / "docs" / "configuration.md").read_text()
+    for key in sorted(cfg._LIST_KEYS | cfg._SCALAR_KEYS | cfg._TABLE_KEYS):
+        assert f"`{key}`" in doc, key
+    for key in cfg.ENV_KEYS:
+        assert "CUAUDIT_" + key.upper().replace("-", "_") in doc, key
+    check = build_parser()._subparsers._group_actions[0].choices["check"]
+    for action in check._actions:
+        long = [o for o in action.option_strings if o.startswith("--")]
+        if long and long[0] != "--help":
+            assert long[0] in doc, long[0]

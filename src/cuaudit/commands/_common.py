@@ -17,6 +17,7 @@ def add_audit_options(p: argparse.ArgumentParser) -> None:
     sel.add_argument("--extend-select", help="add to the selection from the configuration")
     sel.add_argument("--extend-ignore", help="add to the ignores from the configuration")
     sel.add_argument("--target-arch", dest="target_archs", help="GPU architectures to cover, e.g. sm_80,sm_90")
+    sel.add_argument("--exclude", help="comma-separated globs of source-tree paths never read (replaces the configured list)")
     out = p.add_argument_group("output")
     out.add_argument("--format", "-f", choices=sorted(FORMATS), default=os.environ.get("CUAUDIT_FORMAT", "text"),
                      help="report format (env CUAUDIT_FORMAT; default text)")
@@ -50,6 +51,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
         "extend-select": args.extend_select,
         "extend-ignore": args.extend_ignore,
         "target-archs": args.target_archs,
+        "exclude": args.exclude,
         "fail-on": args.fail_on,
         "baseline": args.baseline,
         "jobs": args.jobs,
