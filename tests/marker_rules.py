@@ -33,6 +33,7 @@ CRASH = "CUAUDIT-TEST-CRASH"
 class MarkedLines:
     warn: tuple[tuple[int, int], ...]
     info: tuple[tuple[int, int], ...]
+    path: str = ""  # where it was read: a fact that depends on the member's path
 
 
 def _define() -> None:
@@ -60,7 +61,7 @@ def _define() -> None:
                     warn.append((n, line.index(WARN) + 1))
                 if INFO in line:
                     info.append((n, line.index(INFO) + 1))
-            return MarkedLines(tuple(warn), tuple(info)) if warn or info else None
+            return MarkedLines(tuple(warn), tuple(info), reader.path) if warn or info else None
 
     class MarkerWarning(Rule):
         """## What it does

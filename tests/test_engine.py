@@ -12,6 +12,7 @@ from conftest import make_tree, make_wheel
 from marker_rules import CRASH, INFO, WARN, marker_rules  # noqa: F401 - fixture
 
 import cuaudit
+import cuaudit.inputs
 from cuaudit import audit, engine
 from cuaudit import facts as facts_registry
 from cuaudit import rules as rules_registry
@@ -314,3 +315,19 @@ def test_cli_calls_the_library_api(monkeypatch, cli, tmp_path):
     monkeypatch.setattr(engine, "audit", spy)
     cli("check", str(tmp_path), "--isolated", "--no-cache")
     assert seen == {"paths": [str(tmp_path)], "command": "check"}
+
+
+def test_identical_members_at_different_paths_keep_their_own_facts(tmp_path, marker_rules):
+    # Same bytes, same CRC and sizes, different paths: a fact that records its
+    # path must not be shared between them through the cache.
+    same = f"x = 1  # {WARN}\n"
+    whl = make_wheel(tmp_path, "twins", "1.0", {"twins/a/__init__.py": same, "twins/b/__init__.py": same})
+    conf = Config(cache_dir=str(tmp_path / "cache"), jobs=1)
+    for _ in range(2):
+        ex = engine.Extraction(conf, None)
+        [art] = cuaudit.inputs.resolve([str(whl)])
+        ex.run([art], lambda m: ("test-marker",) if m.path.endswith(".py") else ())
+        got = {path: fact.path for (_, path, _), fact in ex.facts.items()}
+        assert got == {"twins/a/__init__.py": "twins/a/__init__.py", "twins/b/__init__.py": "twins/b/__init__.py"}
+        ex.store.close()
+    assert ex.store.hits == 2

@@ -119,7 +119,11 @@ class ZipArtifact(Artifact):
                 continue
             seen.add(path)
             self._names[path] = name
-            key = f"zip:{os.path.basename(name)}:{info.CRC:08x}:{info.file_size}:{info.compress_size}"
+            # The member's whole path, not its base name: extractors may record
+            # where a file is (a module's dotted name), and two empty
+            # `__init__.py` of one wheel share CRC and sizes.  Same path, same
+            # bytes in the next release: still a cache hit.
+            key = f"zip:{path}:{info.CRC:08x}:{info.file_size}:{info.compress_size}"
             members.append(Member(path, classify(path), info.file_size, key))
         return members
 
