@@ -476,3 +476,12 @@ def test_special_file_stat_is_rejected_by_mode(tmp_path):
     art = FileArtifact(str(fifo))
     assert art.members == [] and art.problems[0].code == "CU001"
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+
+
+def test_duplicate_member_names(tmp_path, marker_rules):
+    # Two entries named alike: installers disagree on which one wins.
+    whl = tmp_path / "dup-1.0-py3-none-any.whl"
+    whl.write_bytes(raw_zip([("dup/a.py", b"a = 1\n", {}), ("dup/a.py", f"# {WARN}\n".encode(), {})]))
+    report = audit_with_good(tmp_path, whl)
+    [f] = by_code(report)["CU003"]
+    assert f.evidence["reason"] == "duplicate" and f.location.member == "dup/a.py"

@@ -55,9 +55,13 @@ def classify(path: str) -> MemberKind:
     return MemberKind.OTHER
 
 
-def stat_key(st: os.stat_result) -> str:
-    """Content key of a file on disk without reading it: same inode, size and mtime."""
-    return f"stat:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+def stat_key(st: os.stat_result, path: str = "") -> str:
+    """Content key of a file on disk without reading it: same inode, size and mtime.
+
+    ``path`` (the member's path) keeps hard links of one inode apart, since
+    facts may record where a file is.
+    """
+    return f"stat:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{path}"
 
 
 class Artifact:

@@ -212,12 +212,12 @@ class InstalledDistribution(Artifact):
                 continue
             if norm.endswith(".pyc"):
                 continue
-            members.append(Member(norm, classify(norm), st.st_size, stat_key(st)))
+            members.append(Member(norm, classify(norm), st.st_size, stat_key(st, norm)))
         if not any(m.path.startswith(rel_meta + "/") for m in members):
             for name in ("METADATA", "PKG-INFO"):
                 full = os.path.join(self.meta_dir, name)
                 if os.path.isfile(full):
-                    members.append(Member(f"{rel_meta}/{name}", classify(f"{rel_meta}/{name}"), os.path.getsize(full), stat_key(os.stat(full))))
+                    members.append(Member(f"{rel_meta}/{name}", classify(f"{rel_meta}/{name}"), os.path.getsize(full), stat_key(os.stat(full), f"{rel_meta}/{name}")))
         return members
 
     def _files_without_record(self) -> list[str]:

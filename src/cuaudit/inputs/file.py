@@ -36,7 +36,7 @@ class FileArtifact(Artifact):
         if kind is MemberKind.OTHER and magic == b"\x7fELF":
             # A file named explicitly: sniff it, so `cuaudit check ./libfoo` works.
             kind = MemberKind.ELF
-        return [Member(self._name, kind, st.st_size, stat_key(st))]
+        return [Member(self._name, kind, st.st_size, stat_key(st, self._name))]
 
     def open_member(self, path: str) -> IO[bytes]:
         return open(self.ref.path, "rb")

@@ -69,7 +69,7 @@ class TreeArtifact(Artifact):
                         continue  # the link's target is listed under its own name
                     self.skip(rel, "not a regular file inside the tree (link or special file)")
                     continue
-                members.append(Member(rel, classify(rel), st.st_size, stat_key(st)))
+                members.append(Member(rel, classify(rel), st.st_size, stat_key(st, rel)))
         return members
 
     def open_member(self, path: str) -> IO[bytes]:
