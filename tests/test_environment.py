@@ -167,3 +167,17 @@ def test_current_interpreter_by_default():
     assert any(d.ref.name == "cuaudit" for d in env.distributions)
     assert all(not os.path.isabs(m.path) and not m.path.startswith("../") for d in env.distributions
                for m in d.members)
+
+
+def test_record_paths_outside_the_site_dir_are_not_members(tmp_path):
+    from cuaudit.inputs.environment import find_distributions
+
+    site = make_tree(tmp_path / "site", {
+        "odd-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: odd\nVersion: 1.0\n",
+        "odd-1.0.dist-info/RECORD": '../../../bin/odd,,\n/etc/passwd,,\n"odd/a,b.py",,\nodd/gone.py,,\n'
+                                    "odd/__pycache__/x.cpython-311.pyc,,\nodd-1.0.dist-info/METADATA,,\n",
+        "odd/a,b.py": "x = 1\n",
+    })
+    [dist] = find_distributions([str(site)])
+    assert sorted(m.path for m in dist.members) == ["odd-1.0.dist-info/METADATA", "odd/a,b.py"]
+    assert [s.location.member for s in dist.skipped] == ["odd/gone.py"]
