@@ -164,3 +164,11 @@ def test_progress_bar_on_a_terminal_but_not_in_ci(many_projects):
     assert "Extracting facts" not in hidden
     quiet = _run_on_pty(["check", str(many_projects), "--isolated", "--no-cache", "--quiet"], env)
     assert "Extracting facts" not in quiet
+
+
+def test_unwritable_output_or_baseline_is_a_usage_error(cli, tmp_path):
+    missing = tmp_path / "no" / "such" / "dir"
+    rc, _, err = cli("check", str(tmp_path), "--isolated", "--no-cache", "-o", str(missing / "r.json"))
+    assert rc == 2 and err.startswith("cuaudit: error: cannot write the report to")
+    rc, _, err = cli("check", str(tmp_path), "--isolated", "--no-cache", "--write-baseline", str(missing / "b.json"))
+    assert rc == 2 and "cannot write the baseline" in err

@@ -181,3 +181,28 @@ def test_record_paths_outside_the_site_dir_are_not_members(tmp_path):
     [dist] = find_distributions([str(site)])
     assert sorted(m.path for m in dist.members) == ["odd-1.0.dist-info/METADATA", "odd/a,b.py"]
     assert [s.location.member for s in dist.skipped] == ["odd/gone.py"]
+
+
+def test_relative_and_bare_python_names(venv, monkeypatch):
+    monkeypatch.chdir(venv["python"].parent.parent)
+    env = load_environment(os.path.join("bin", "python"))
+    assert "tinypkg" in {d.ref.name for d in env.distributions}
+    monkeypatch.setenv("PATH", str(venv["python"].parent) + os.pathsep + os.environ["PATH"])
+    env = load_environment("python")
+    assert "tinypkg" in {d.ref.name for d in env.distributions}
+
+
+def test_egg_info_of_a_source_checkout(tmp_path):
+    # setup.py develop / an old editable install: src/ on sys.path holds
+    # pkg.egg-info whose SOURCES.txt is relative to the project, not to src/.
+    from cuaudit.inputs.environment import find_distributions
+
+    src = make_tree(tmp_path / "proj" / "src", {
+        "devpkg.egg-info/PKG-INFO": "Metadata-Version: 2.1\nName: devpkg\nVersion: 0.0.1\n",
+        "devpkg.egg-info/SOURCES.txt": "pyproject.toml\nsrc/devpkg/__init__.py\nsrc/devpkg.egg-info/PKG-INFO\n",
+        "devpkg.egg-info/top_level.txt": "devpkg\n",
+        "devpkg/__init__.py": "x = 1\n",
+    })
+    [dist] = find_distributions([str(src)])
+    assert {m.path for m in dist.members} >= {"devpkg/__init__.py", "devpkg.egg-info/PKG-INFO"}
+    assert dist.skipped == []

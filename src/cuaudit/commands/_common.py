@@ -113,7 +113,12 @@ def emit(report: Any, args: argparse.Namespace) -> int:
     from cuaudit.report import render
 
     if args.write_baseline:
-        n = write_baseline(args.write_baseline, report.findings)
+        try:
+            n = write_baseline(args.write_baseline, report.findings)
+        except OSError as exc:
+            from cuaudit.config import ConfigError
+
+            raise ConfigError(f"cannot write the baseline to {args.write_baseline}: {exc.strerror or exc}") from None
         print(f"cuaudit: wrote {n} findings to baseline {args.write_baseline}", file=sys.stderr)
         return 0
     # Reports state the exit status (SARIF invocation.exitCode, JSON summary.exit_code).
@@ -127,8 +132,13 @@ def emit(report: Any, args: argparse.Namespace) -> int:
     else:
         text = render(report, args.format, color=color)
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        try:
+            with open(args.output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            from cuaudit.config import ConfigError
+
+            raise ConfigError(f"cannot write the report to {args.output}: {exc.strerror or exc}") from None
         from cuaudit.report.text import summary_line
 
         print(summary_line(report), file=sys.stderr)

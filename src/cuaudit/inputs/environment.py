@@ -69,8 +69,12 @@ class InterpreterError(Exception):
 
 
 def query_interpreter(python: str, timeout: float = 60) -> dict:
+    import shutil
     import tempfile
 
+    # Resolved here: the query runs from another directory, and a bare name
+    # is looked up on PATH as the user's shell would.
+    python = os.path.abspath(python) if os.sep in python else (shutil.which(python) or python)
     # `python -c` puts the working directory first on sys.path: run it from an
     # empty directory, or a `json.py` in the audited tree would be imported.
     try:
@@ -194,9 +198,12 @@ class InstalledDistribution(Artifact):
                 # RECORD read with csv: importlib.metadata's `files` builds a
                 # PackagePath per line, 2 s of the 3 s `env` took on 43,000 files.
                 self._record = _read_record(record) if os.path.isfile(record) else None
-            elif dist is not None:
-                files = dist.files  # egg-info: installed-files.txt or SOURCES.txt
+            elif dist is not None and os.path.isfile(os.path.join(meta_dir, "installed-files.txt")):
+                files = dist.files  # egg-info installed by pip: paths relative to the egg-info
                 self._record = None if files is None else [str(f) for f in files]
+            # else: an egg-info with only SOURCES.txt (a development checkout on
+            # sys.path) lists paths relative to the project root, not to the
+            # site dir: the top_level.txt packages are the members instead.
         except Exception as exc:  # noqa: BLE001 - a broken RECORD is reported, not fatal
             self.problem("CU002", f"{name}: unreadable RECORD ({exc})", member=os.path.basename(meta_dir))
             self._record = None
