@@ -119,6 +119,8 @@ def test_every_documented_environment_variable_is_read():
         ('[tool.cuaudit]\nselect = ["E501"]\n', "not a rule code or prefix"),
         ('[tool.cuaudit]\nfail-on = "fatal"\n', "unknown severity 'fatal'"),
         ('[tool.cuaudit]\njobs = "many"\n', "'jobs' must be an integer"),
+        ('[tool.cuaudit]\njobs = -1\n', "'jobs' must be an integer >= 0"),
+        ('[tool.cuaudit]\nprobe-timeout = 0\n', "'probe-timeout' must be a positive number"),
         ('[tool.cuaudit]\ncache = "maybe"\n', "'cache' must be true or false"),
         ('[tool.cuaudit]\ntarget-archs = ["ampere"]\n', "not a GPU architecture"),
         ('[tool.cuaudit.severity]\nCU1 = "loud"\n', "unknown severity 'loud'"),

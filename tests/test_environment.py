@@ -206,3 +206,19 @@ def test_egg_info_of_a_source_checkout(tmp_path):
     [dist] = find_distributions([str(src)])
     assert {m.path for m in dist.members} >= {"devpkg/__init__.py", "devpkg.egg-info/PKG-INFO"}
     assert dist.skipped == []
+
+
+def test_fifo_listed_in_record_is_never_opened(tmp_path, marker_rules):
+    from cuaudit.inputs.environment import find_distributions
+
+    site = make_tree(tmp_path / "site", {
+        "fifo-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: fifo\nVersion: 1.0\n",
+        "fifo-1.0.dist-info/RECORD": "fifo/__init__.py,,\nfifo/pipe.py,,\n",
+        "fifo/__init__.py": "x = 1\n",
+    })
+    os.mkfifo(site / "fifo" / "pipe.py")
+    [dist] = find_distributions([str(site)])
+    assert [m.path for m in dist.members] == ["fifo/__init__.py", "fifo-1.0.dist-info/METADATA"]
+    assert [(s.location.member, s.reason) for s in dist.skipped] == [("fifo/pipe.py", "not a regular file; not read")]
+    report = audit([dist], config=NOCACHE)  # the .py extractor runs; it would hang on the FIFO
+    assert report.findings == [] and len(report.skipped) == 1

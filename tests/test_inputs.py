@@ -55,8 +55,8 @@ def local_header(name: bytes, data: bytes, *, crc: int | None = None, usize: int
 
 
 def central_header(name: bytes, *, offset: int, csize: int, usize: int, crc: int, mode: int = 0o100644,
-                   method: int = 0) -> bytes:
-    return struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, (3 << 8) | 20, 20, 0, method, 0, 0x21, crc, csize, usize,
+                   method: int = 0, flags: int = 0) -> bytes:
+    return struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, (3 << 8) | 20, 20, flags, method, 0, 0x21, crc, csize, usize,
                        len(name), 0, 0, 0, 0, mode << 16, offset) + name
 
 
@@ -74,7 +74,7 @@ def raw_zip(entries: list[tuple[str, bytes, dict]]) -> bytes:
         usize = opt.get("usize", len(data))
         body += local_header(name.encode(), data, crc=crc, usize=usize) + data
         central += central_header(name.encode(), offset=offset, csize=len(data), usize=usize, crc=crc,
-                                  mode=opt.get("mode", 0o100644))
+                                  mode=opt.get("mode", 0o100644), method=opt.get("method", 0), flags=opt.get("flags", 0))
     return body + central + end_record(len(entries), len(central), len(body))
 
 
@@ -485,3 +485,44 @@ def test_duplicate_member_names(tmp_path, marker_rules):
     report = audit_with_good(tmp_path, whl)
     [f] = by_code(report)["CU003"]
     assert f.evidence["reason"] == "duplicate" and f.location.member == "dup/a.py"
+
+
+def test_encrypted_and_unreadable_compression_members(tmp_path, marker_rules):
+    whl = tmp_path / "enc-1.0-py3-none-any.whl"
+    whl.write_bytes(raw_zip([
+        ("enc/secret.py", b"\x00" * 12 + b"ciphertext", {"flags": 0x1}),
+        ("enc/zstd.py", b"(\xb5/\xfd...", {"method": 93}),
+        ("enc/ok.py", b"ok = 1\n", {}),
+    ]))
+    report = audit_with_good(tmp_path, whl)
+    reasons = {f.location.member: f.evidence["reason"] for f in by_code(report)["CU002"]}
+    assert reasons == {"enc/secret.py": "encrypted", "enc/zstd.py": "compression method"}
+    assert [m.path for m in resolve([str(whl)])[0].members] == ["enc/ok.py"]
+
+
+def test_tar_bomb_absurd_declared_size(tmp_path, marker_rules):
+    # A header declaring 4 GiB in a file of a few hundred bytes: the listing
+    # stops there instead of inflating (or seeking through) 4 GiB.
+    sdist = tmp_path / "tbomb-1.0.tar.gz"
+    with tarfile.open(sdist, "w:gz") as tf:
+        ok = tarfile.TarInfo("tbomb-1.0/ok.py")
+        ok.size = 7
+        tf.addfile(ok, io.BytesIO(b"ok = 1\n"))
+        big = tarfile.TarInfo("tbomb-1.0/big.bin")
+        big.size = 4 * 1024**3
+        tf.fileobj.write(big.tobuf())  # the header only: the data is not there
+    assert sdist.stat().st_size < 1024
+    report = audit_with_good(tmp_path, sdist)
+    [f] = by_code(report)["CU004"]
+    assert f.evidence["declared_size"] > 4 * 1024**3 - 1 and "not read" in f.message
+
+
+def test_tar_duplicate_members(tmp_path, marker_rules):
+    sdist = tmp_path / "tdup-1.0.tar.gz"
+    with tarfile.open(sdist, "w:gz") as tf:
+        for data in (b"a = 1\n", f"# {WARN}\n".encode()):
+            info = tarfile.TarInfo("tdup-1.0/a.py")
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    report = audit_with_good(tmp_path, sdist)
+    assert [f.evidence["reason"] for f in by_code(report)["CU003"]] == ["duplicate"]

@@ -124,13 +124,17 @@ def apply(config: Config, values: Mapping[str, Any], where: str) -> Config:
         elif key in ("jobs",):
             try:
                 changes[attr] = int(value)
+                if changes[attr] < 0 or isinstance(value, bool):
+                    raise ValueError
             except (TypeError, ValueError):
-                raise ConfigError(f"{where}: 'jobs' must be an integer") from None
+                raise ConfigError(f"{where}: 'jobs' must be an integer >= 0 (0: one per CPU)") from None
         elif key == "probe-timeout":
             try:
                 changes[attr] = float(value)
+                if not changes[attr] > 0 or isinstance(value, bool):
+                    raise ValueError
             except (TypeError, ValueError):
-                raise ConfigError(f"{where}: 'probe-timeout' must be a number of seconds") from None
+                raise ConfigError(f"{where}: 'probe-timeout' must be a positive number of seconds") from None
         elif key in ("cache", "probe"):
             changes[attr] = _as_bool(value, key, where)
         elif key in ("baseline", "cache-dir"):

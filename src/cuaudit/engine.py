@@ -223,8 +223,6 @@ class Extraction:
         total_bytes = sum(m.size for v in todo.values() for m, _ in v)
         if not total_tasks:
             return
-        if self.progress:
-            self.progress.start(total_tasks, "Extracting facts")
         new: list[tuple[str, Any]] = []
         jobs = self.config.jobs or (os.cpu_count() or 1)
         groups = [(i, chunk) for i, tasks in todo.items() for chunk in _chunks(tasks)]
@@ -236,6 +234,10 @@ class Extraction:
                 ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
                 with ProcessPoolExecutor(max_workers=min(jobs, len(groups)), mp_context=ctx) as pool:
                     futures = [(i, chunk, pool.submit(_extract_group, artifacts[i], chunk)) for i, chunk in groups]
+                    # The workers are forked by now: the progress bar's refresh
+                    # thread starts after, so no child inherits its locks.
+                    if self.progress:
+                        self.progress.start(total_tasks, "Extracting facts")
                     for i, chunk, fut in futures:
                         try:
                             results = fut.result()
@@ -245,6 +247,8 @@ class Extraction:
                         if self.progress:
                             self.progress.advance(len(chunk))
             else:
+                if self.progress:
+                    self.progress.start(total_tasks, "Extracting facts")
                 for i, chunk in groups:
                     self._collect(artifacts, i, _extract_group(artifacts[i], chunk), keys, new)
                     if self.progress:

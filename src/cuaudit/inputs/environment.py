@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -230,6 +231,10 @@ class InstalledDistribution(Artifact):
                 st = os.stat(full)
             except OSError:
                 self.skip(norm, "listed in RECORD but missing on disk")
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                # a FIFO or device where a file should be: opening it could block forever
+                self.skip(norm, "not a regular file; not read")
                 continue
             members.append(Member(norm, classify(norm), st.st_size, stat_key(st, norm)))
         if not any(m.path.startswith(rel_meta + "/") for m in members):

@@ -15,7 +15,7 @@ import zlib
 from typing import IO
 
 from cuaudit.inputs import Artifact, classify, unsafe_member_name
-from cuaudit.inputs.wheel import MAX_MEMBER_SIZE, ZipArtifact
+from cuaudit.inputs.wheel import MAX_MEMBER_SIZE, MAX_RATIO, MIN_RATIO_SIZE, ZipArtifact
 from cuaudit.model import ArtifactKind, ArtifactRef, Member
 
 _TAR_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar")
@@ -52,6 +52,10 @@ def _common_prefix(names: list[str]) -> str:
     if len(tops) == 1 and all("/" in n for n in names if n and not n.endswith("/")):
         return tops.pop() + "/"
     return ""
+
+
+def _strip(name: str, prefix: str) -> str:
+    return name[len(prefix):] if prefix and name.startswith(prefix) else name
 
 
 def SdistArtifact(path: str) -> Artifact:  # noqa: N802 - a factory that reads like a class
@@ -98,13 +102,15 @@ class TarSdist(Artifact):
         return [Member(p, classify(p), len(b), f"sdist:{digest}:{p}") for p, b in sorted(data.items())]
 
     def _read_all(self) -> dict[str, bytes]:
+        """One sequential pass (a compressed tar cannot seek back cheaply)."""
         if self._h_data is not None:
             return self._h_data
-        data: dict[str, bytes] = {}
+        by_name: dict[str, bytes] = {}
+        big: list[str] = []
+        compressed = max(os.path.getsize(self.ref.path), 1)
+        declared = 0
         with tarfile.open(self.ref.path, "r:*") as tf:
-            infos = tf.getmembers()
-            prefix = _common_prefix([i.name for i in infos if i.isfile() and not unsafe_member_name(i.name)])
-            for info in infos:
+            for info in tf:
                 if info.isdir():
                     continue
                 why = unsafe_member_name(info.name)
@@ -120,17 +126,27 @@ class TarSdist(Artifact):
                     self.problem("CU003", f"member {info.name!r} is a device or special file; it is ignored",
                                  member=info.name, reason="special file")
                     continue
-                rel = info.name[len(prefix):] if prefix and info.name.startswith(prefix) else info.name
-                if info.size > MAX_MEMBER_SIZE:
-                    self.problem("CU004", f"member {info.name!r} declares {info.size} bytes; it is not read", member=rel)
+                if info.name in by_name or info.name in big:
+                    self.problem("CU003", f"member {info.name!r} appears twice in the archive", member=info.name,
+                                 reason="duplicate")
                     continue
+                # Walking past a member inflates it even unread: bound the whole archive too.
+                declared += info.size
+                if declared > MAX_MEMBER_SIZE or (declared > MIN_RATIO_SIZE and declared / compressed > MAX_RATIO):
+                    self.problem("CU004", f"{os.path.basename(self.ref.path)}: members declare {declared} bytes from "
+                                 f"{compressed} compressed; the rest of the archive is not read",
+                                 member=info.name, declared_size=declared, compressed_size=compressed)
+                    break
                 if info.size > MAX_TAR_MEMBER:
-                    self.skip(rel, f"larger than {MAX_TAR_MEMBER} bytes; not read from the sdist")
+                    big.append(info.name)
                     continue
                 fh = tf.extractfile(info)
-                data[rel] = fh.read() if fh else b""
-        self._h_data = data
-        return data
+                by_name[info.name] = fh.read(info.size) if fh else b""
+        prefix = _common_prefix(list(by_name) + big)
+        for name in big:
+            self.skip(_strip(name, prefix), f"larger than {MAX_TAR_MEMBER} bytes; not read from the sdist")
+        self._h_data = {_strip(name, prefix): blob for name, blob in by_name.items()}
+        return self._h_data
 
     def open_member(self, path: str) -> IO[bytes]:
         return io.BytesIO(self._read_all()[path])

@@ -16,6 +16,10 @@ MAX_RATIO = 1000
 MIN_RATIO_SIZE = 64 * 1024**2
 
 
+#: stored, deflate, bzip2, lzma: what zipfile (and so pip) reads
+_READABLE_METHODS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA}
+
+
 def parse_wheel_name(filename: str) -> tuple[str, str]:
     """(name, version) from a wheel's file name, or ("", "") if it is not one."""
     from packaging.utils import InvalidWheelFilename, parse_wheel_filename
@@ -105,6 +109,13 @@ class ZipArtifact(Artifact):
                     declared_size=info.file_size,
                     compressed_size=info.compress_size,
                 )
+                continue
+            if info.flag_bits & 0x1:
+                self.problem("CU002", f"member {name!r} is encrypted; it is not read", member=name, reason="encrypted")
+                continue
+            if info.compress_type not in _READABLE_METHODS:
+                self.problem("CU002", f"member {name!r} uses compression method {info.compress_type}, which "
+                             "installers cannot read; it is not read", member=name, reason="compression method")
                 continue
             if info.header_offset + info.compress_size > archive_size:
                 self.problem("CU002", f"member {name!r} extends past the end of the archive (truncated)", member=name)
