@@ -222,3 +222,19 @@ def test_fifo_listed_in_record_is_never_opened(tmp_path, marker_rules):
     assert [(s.location.member, s.reason) for s in dist.skipped] == [("fifo/pipe.py", "not a regular file; not read")]
     report = audit([dist], config=NOCACHE)  # the .py extractor runs; it would hang on the FIFO
     assert report.findings == [] and len(report.skipped) == 1
+
+
+def test_inline_suppression_in_a_file_two_distributions_share(tmp_path, marker_rules):
+    # nvidia-* wheels all install nvidia/__init__.py: one file, several owners.
+    from cuaudit.inputs.environment import find_distributions
+
+    files = {"nvidia/__init__.py": f"x = 1  # {WARN}  # cuaudit: ignore[CU098]\n"}
+    for name in ("nvidia-a", "nvidia-b"):
+        dist = name.replace("-", "_")
+        files[f"{dist}-1.0.dist-info/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n"
+        files[f"{dist}-1.0.dist-info/RECORD"] = "nvidia/__init__.py,,\n"
+    site = make_tree(tmp_path / "site", files)
+    dists = find_distributions([str(site)])
+    assert len(dists) == 2
+    report = audit(dists, config=NOCACHE)
+    assert report.findings == [] and report.suppressed == 2

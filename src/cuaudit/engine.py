@@ -461,13 +461,14 @@ def _post_process(
         restricted = [_Restricted(a, need[id(a)]) for a in arts]
         sub.run(restricted, wanted)
         for (i, path, _), value in sub.facts.items():
-            suppressions[(restricted[i].ref.path, path)] = (restricted[i].ref, value)
+            # keyed by the whole ref: installed distributions share their site dir as path
+            suppressions[(restricted[i].ref, path)] = value
         sub.store.close()
     kept: list[Finding] = []
     suppressed = 0
     for f in out:
-        entry = suppressions.get((f.location.artifact.path, f.location.member or ""))
-        if entry and entry[0] == f.location.artifact and entry[1].silences(f.location.line, f.code):
+        entry = suppressions.get((f.location.artifact, f.location.member or ""))
+        if entry is not None and entry.silences(f.location.line, f.code):
             suppressed += 1
             continue
         kept.append(f)
