@@ -526,3 +526,20 @@ def test_tar_duplicate_members(tmp_path, marker_rules):
             tf.addfile(info, io.BytesIO(data))
     report = audit_with_good(tmp_path, sdist)
     assert [f.evidence["reason"] for f in by_code(report)["CU003"]] == ["duplicate"]
+
+
+@pytest.mark.slow
+def test_fetch_runs_pip_away_from_the_working_directory_and_ignores_partial_downloads(tmp_path, monkeypatch):
+    # `python -m pip` and `python -c` put the working directory first on
+    # sys.path: a tree being audited must not shadow pip's own imports.
+    marker = tmp_path / "shadow-imported"
+    here = make_tree(tmp_path / "here", {name: f"open({str(marker)!r}, 'w').close()\n"
+                                         for name in ("json.py", "pip.py", "typing_extensions.py", "csv.py")})
+    monkeypatch.chdir(here)
+    cache = tmp_path / "cache"
+    partial = cache / "downloads" / "six-1.16.0" / ".part-interrupted"
+    partial.mkdir(parents=True)
+    (partial / "six-1.16.0-py2.py3-none-any.whl").write_bytes(b"PK\x03\x04 cut short")
+    report = _fetch("six==1.16.0", cache)
+    assert report.findings == [] and report.artifacts[0].path.endswith("six-1.16.0/six-1.16.0-py2.py3-none-any.whl")
+    assert not marker.exists()
