@@ -331,3 +331,21 @@ def test_identical_members_at_different_paths_keep_their_own_facts(tmp_path, mar
         assert got == {"twins/a/__init__.py": "twins/a/__init__.py", "twins/b/__init__.py": "twins/b/__init__.py"}
         ex.store.close()
     assert ex.store.hits == 2
+
+
+class _Unpicklable:
+    """A fact an extractor should not return (it does not pickle); the audit survives it."""
+
+    warn = ((1, 1),)
+    info = ()
+    path = ""
+
+    def __reduce__(self):
+        raise TypeError("this fact does not pickle")
+
+
+def test_a_fact_that_does_not_pickle_is_used_but_not_cached(two_trees, marker_rules, monkeypatch, tmp_path):
+    monkeypatch.setattr(facts_registry.get("test-marker"), "extract", lambda self, reader: _Unpicklable())
+    for jobs in (1, 2):  # in workers the result cannot travel back: the chunk is redone in process
+        report = audit(two_trees, config=Config(cache_dir=str(tmp_path / "cache"), jobs=jobs))
+        assert len(report.findings) == 60 and report.stats["facts_cached"] == 0

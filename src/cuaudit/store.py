@@ -103,7 +103,12 @@ class FactStore:
         db = self._conn()
         if db is None:
             return
-        rows = [(k, pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL)) for k, v in items]
+        rows = []
+        for k, v in items:
+            try:
+                rows.append((k, pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL)))
+            except Exception:  # noqa: BLE001 - a fact that does not pickle is simply not cached
+                continue
         if not rows:
             return
         try:
