@@ -114,6 +114,8 @@ def test_progress_only_when_stderr_is_a_tty(monkeypatch):
     assert _common.make_progress(_args(quiet=True)) is None
     monkeypatch.setenv("CI", "true")
     assert _common.make_progress(_args()) is None
+    monkeypatch.setenv("CI", "false")  # some runners export CI=false outside CI
+    assert isinstance(_common.make_progress(_args()), _common.RichProgress)
     monkeypatch.delenv("CI")
     monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
     assert _common.make_progress(_args()) is None

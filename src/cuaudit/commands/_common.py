@@ -74,7 +74,8 @@ def use_color(args: argparse.Namespace, stream: Any) -> bool:
 
 
 def make_progress(args: argparse.Namespace) -> Any:
-    if args.quiet or not sys.stderr.isatty() or os.environ.get("CI"):
+    in_ci = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+    if args.quiet or in_ci or not sys.stderr.isatty():
         return None
     return RichProgress()
 
