@@ -238,3 +238,62 @@ def test_inline_suppression_in_a_file_two_distributions_share(tmp_path, marker_r
     assert len(dists) == 2
     report = audit(dists, config=NOCACHE)
     assert report.findings == [] and report.suppressed == 2
+
+
+def test_editable_installs_are_audited_where_their_sources_are(tmp_path, marker_rules):
+    # pip install -e: the RECORD lists a .pth (a path line, or an import of
+    # setuptools' finder whose MAPPING names the package dirs); the sources,
+    # and a GPU extension built in place, live in the project.
+    from cuaudit.inputs.environment import find_distributions
+
+    proj = make_tree(tmp_path / "proj", {"src/edpkg/__init__.py": f"# {WARN}\n", "src/edpkg/_ext.cpython-311-x86_64-linux-gnu.so": "\x7fELF",
+                                         "src/edpkg/__pycache__/x.pyc": "", "tests/test_x.py": f"# {WARN}\n"})
+    lib = make_tree(tmp_path / "proj2", {"lib/__init__.py": f"# {WARN}\n", "lib/sub/m.py": "x = 1\n",
+                                         "single.py": f"# {WARN}\n"})
+    finder = "__editable___edfind_1_0_finder.py"
+    site = make_tree(tmp_path / "site", {
+        "edpkg-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: edpkg\nVersion: 1.0\n",
+        "edpkg-1.0.dist-info/RECORD": "__editable__.edpkg-1.0.pth,,\nedpkg-1.0.dist-info/METADATA,,\n",
+        "edpkg-1.0.dist-info/top_level.txt": "edpkg\n",
+        "edpkg-1.0.dist-info/direct_url.json": '{"url": "file:///x", "dir_info": {"editable": true}}',
+        "__editable__.edpkg-1.0.pth": f"{proj / 'src'}\n",
+        "edfind-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: edfind\nVersion: 1.0\n",
+        "edfind-1.0.dist-info/RECORD": f"__editable__.edfind-1.0.pth,,\n{finder},,\n",
+        "edfind-1.0.dist-info/direct_url.json": '{"url": "file:///y", "dir_info": {"editable": true}}',
+        "__editable__.edfind-1.0.pth": f"import __editable___edfind_1_0_finder; __editable___edfind_1_0_finder.install()\n",
+        finder: f"import sys\nMAPPING: dict[str, str] = {{'edfind': {str(lib / 'lib')!r}, 'single': {str(lib / 'single')!r}}}\n"
+                "NAMESPACES = {}\nraise SystemExit('this module must never be imported')\n",
+    })
+    dists = {d.ref.name: d for d in find_distributions([str(site)])}
+    assert {m.path for m in dists["edpkg"].members} >= {"edpkg/__init__.py",
+                                                        "edpkg/_ext.cpython-311-x86_64-linux-gnu.so"}
+    assert not any("pycache" in m.path or "tests/" in m.path for m in dists["edpkg"].members)
+    assert {m.path for m in dists["edfind"].members} >= {"edfind/__init__.py", "edfind/sub/m.py", "single.py"}
+    assert dists["edfind"].fs_path("edfind/sub/m.py") == str(lib / "lib" / "sub" / "m.py")
+    report = audit(list(dists.values()), config=NOCACHE)
+    assert sorted((f.location.artifact.name, f.location.member) for f in report.findings) == [
+        ("edfind", "edfind/__init__.py"), ("edfind", "single.py"), ("edpkg", "edpkg/__init__.py")]
+
+
+@pytest.mark.parametrize("layout", ["src", "flat"])
+def test_real_setuptools_editable_install(tmp_path, marker_rules, layout):
+    # The editable wheel setuptools really builds (PEP 660): a src layout gets
+    # a .pth path line, a flat layout the finder module with its MAPPING.
+    pytest.importorskip("setuptools")
+    pkg_dir = "src/realed" if layout == "src" else "realed"
+    extra = "" if layout == "src" else '[tool.setuptools]\npackages = ["realed"]\n'
+    proj = make_tree(tmp_path / "proj", {
+        "pyproject.toml": '[build-system]\nrequires = ["setuptools>=64"]\nbuild-backend = "setuptools.build_meta"\n'
+                          f'[project]\nname = "realed"\nversion = "0.1"\n{extra}',
+        f"{pkg_dir}/__init__.py": f"x = 1  # {WARN}\n",
+    })
+    built = subprocess.run([sys.executable, "-c", f"from setuptools import build_meta; "
+                            f"print(build_meta.build_editable({str(tmp_path / 'dist')!r}))"],
+                           cwd=proj, capture_output=True, text=True)
+    assert built.returncode == 0, built.stderr[-800:]
+    python = _make_venv(tmp_path / "venv")
+    [wheel] = (tmp_path / "dist").glob("*.whl")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-index", "--no-deps",
+                    str(wheel)], check=True, capture_output=True)
+    report = audit([], env=str(python), config=NOCACHE, command="env")
+    assert [(f.location.artifact.name, f.location.member) for f in report.findings] == [("realed", "realed/__init__.py")]

@@ -208,8 +208,73 @@ class InstalledDistribution(Artifact):
         except Exception as exc:  # noqa: BLE001 - a broken RECORD is reported, not fatal
             self.problem("CU002", f"{name}: unreadable RECORD ({exc})", member=os.path.basename(meta_dir))
             self._record = None
+        #: member path -> file outside the site dir (sources of an editable install)
+        self._outside: dict[str, str] = {}
 
     def list_members(self) -> list[Member]:
+        members = self._site_members()
+        seen = {m.path for m in members}
+        for rel, full in self._editable_files().items():
+            if rel in seen:
+                continue
+            try:
+                st = os.stat(full)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                self._outside[rel] = full
+                members.append(Member(rel, classify(rel), st.st_size, stat_key(st, full)))
+        return members
+
+    def _editable_files(self) -> dict[str, str]:
+        """Files of an editable install (PEP 660), by import path: its sources live
+        outside the site dir, where a `.pth` path line or setuptools' finder
+        module (`__editable___*_finder.py`, its MAPPING read with `ast`, never
+        imported) points.  A GPU package built in place keeps its `.so` there."""
+        # `pip install -e` records it in direct_url.json; setuptools' editable
+        # wheels also name their files __editable__* (installed from a wheel
+        # file, direct_url.json says archive_info instead).
+        editable = any(os.path.basename(rel).startswith("__editable__") for rel in self._record or ())
+        if not editable:
+            try:
+                with open(os.path.join(self.meta_dir, "direct_url.json"), encoding="utf-8") as fh:
+                    editable = bool(json.load(fh).get("dir_info", {}).get("editable"))
+            except (OSError, ValueError, AttributeError):
+                return {}
+        if not editable:
+            return {}
+        site = self.ref.path
+        tops = _top_level(self.meta_dir)
+        packages: dict[str, str] = {}  # import name -> path of the package dir or module, without suffix
+        for rel in self._record or []:
+            full = os.path.join(site, rel)
+            base = os.path.basename(rel)
+            if rel.endswith(".pth") and "/" not in rel:
+                for directory in _pth_path_lines(site, full):
+                    for top in tops:
+                        candidate = os.path.join(directory, top)
+                        if os.path.isdir(candidate) or _module_files(candidate):
+                            packages.setdefault(top, candidate)
+            elif base.startswith("__editable___") and base.endswith("_finder.py"):
+                for top, path in _finder_mapping(full).items():
+                    packages.setdefault(top, path)
+        if not packages and tops:
+            self.skip(os.path.basename(self.meta_dir), "editable install whose sources could not be located")
+        out: dict[str, str] = {}
+        for top, path in sorted(packages.items()):
+            if os.path.isdir(path):
+                for dirpath, dirnames, filenames in os.walk(path):
+                    dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
+                    rel_dir = os.path.relpath(dirpath, path).replace(os.sep, "/")
+                    prefix = top if rel_dir == "." else f"{top}/{rel_dir}"
+                    for f in filenames:
+                        if not f.endswith(".pyc"):
+                            out[f"{prefix}/{f}"] = os.path.join(dirpath, f)
+            for module in _module_files(path):
+                out[top + module[len(path):]] = module
+        return out
+
+    def _site_members(self) -> list[Member]:
         site = self.ref.path
         rel_meta = os.path.basename(self.meta_dir)
         files = self._record
@@ -247,14 +312,8 @@ class InstalledDistribution(Artifact):
     def _files_without_record(self) -> list[str]:
         site = self.ref.path
         out: list[str] = []
-        top_level = os.path.join(self.meta_dir, "top_level.txt")
-        tops: list[str] = []
-        if os.path.isfile(top_level):
-            with open(top_level, encoding="utf-8", errors="replace") as fh:
-                tops = [t.strip() for t in fh if t.strip()]
-        for root in [self.meta_dir] + [os.path.join(site, t) for t in tops]:
-            if os.path.isfile(root + ".py"):
-                out.append(os.path.relpath(root + ".py", site))
+        for root in [self.meta_dir] + [os.path.join(site, t) for t in _top_level(self.meta_dir)]:
+            out += [os.path.relpath(m, site) for m in _module_files(root)]
             for dirpath, dirnames, filenames in os.walk(root):
                 dirnames[:] = [d for d in dirnames if d != "__pycache__"]
                 out += [os.path.relpath(os.path.join(dirpath, f), site) for f in filenames]
@@ -264,4 +323,63 @@ class InstalledDistribution(Artifact):
         return open(self.fs_path(path), "rb")
 
     def fs_path(self, path: str) -> str:
-        return os.path.join(self.ref.path, *path.split("/"))
+        outside = self._outside.get(path)
+        return outside if outside is not None else os.path.join(self.ref.path, *path.split("/"))
+
+
+def _top_level(meta_dir: str) -> list[str]:
+    try:
+        with open(os.path.join(meta_dir, "top_level.txt"), encoding="utf-8", errors="replace") as fh:
+            return [t.strip().replace("\\", "/") for t in fh if t.strip() and ".." not in t]
+    except OSError:
+        return []
+
+
+def _module_files(base: str) -> list[str]:
+    """``base.py`` and compiled modules ``base.cpython-311-x86_64-linux-gnu.so`` / ``base.so`` next to it."""
+    directory, name = os.path.split(base)
+    try:
+        names = os.listdir(directory or ".")
+    except OSError:
+        return []
+    return sorted(os.path.join(directory, n) for n in names
+                  if n == name + ".py" or (n.startswith(name + ".") and n.endswith((".so", ".pyd"))))
+
+
+def _pth_path_lines(site: str, pth: str) -> list[str]:
+    try:
+        with open(pth, encoding="utf-8", errors="replace") as fh:
+            lines = fh.read(1 << 20).splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        line = line.strip()
+        if line and not line.startswith(("#", "import ", "import\t")):
+            path = os.path.normpath(os.path.join(site, line))
+            if os.path.isdir(path):
+                out.append(path)
+    return out
+
+
+def _finder_mapping(path: str) -> dict[str, str]:
+    """setuptools' ``MAPPING = {'pkg': '/src/pkg'}`` in an editable finder module, read with ``ast``."""
+    import ast
+
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            tree = ast.parse(fh.read(1 << 20))
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    for node in tree.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else (
+            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
+        if isinstance(target, ast.Name) and target.id == "MAPPING" and node.value is not None:
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                return {}
+            if isinstance(value, dict):
+                return {str(k): os.path.normpath(str(v)) for k, v in value.items()
+                        if isinstance(k, str) and isinstance(v, str) and "/" not in k and os.path.isabs(str(v))}
+    return {}
