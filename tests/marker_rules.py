@@ -125,3 +125,12 @@ def marker_rules():
         yield
     finally:
         _undefine()
+
+
+def only_cu0(**kw):
+    """A Config with only CU0xx and the test rules (CU097/CU098): other families'
+    findings on the same fixtures do not change what these tests assert."""
+    from cuaudit.config import Config
+
+    kw.setdefault("select", ("CU0",))
+    return Config(**kw)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from conftest import make_tree
-from marker_rules import INFO, WARN, marker_rules  # noqa: F401 - fixture
+from marker_rules import INFO, WARN, marker_rules, only_cu0  # noqa: F401 - fixture
 
 from cuaudit import audit
 from cuaudit import config as cfg
@@ -169,7 +169,7 @@ def marked_tree(tmp_path: Path) -> Path:
 
 
 def _run(tree: Path, **kw) -> list[tuple[str, str, str]]:
-    report = audit([str(tree)], config=Config(cache=False, **kw))
+    report = audit([str(tree)], config=only_cu0(cache=False, **kw))
     return [(f.code, f.location.member, str(f.severity)) for f in report.findings]
 
 
@@ -196,10 +196,10 @@ def test_severity_overrides_longest_prefix(marked_tree, marker_rules):
 
 
 def test_fail_on_threshold(marked_tree, marker_rules):
-    info_only = audit([str(marked_tree)], config=Config(cache=False, select=("CU097",)))
+    info_only = audit([str(marked_tree)], config=only_cu0(cache=False, select=("CU097",)))
     assert info_only.exit_code() == 0  # default threshold: warning
-    assert audit([str(marked_tree)], config=Config(cache=False, select=("CU097",), fail_on=Severity.INFO)).exit_code() == 1
-    warn = audit([str(marked_tree)], config=Config(cache=False, fail_on=Severity.ERROR))
+    assert audit([str(marked_tree)], config=only_cu0(cache=False, select=("CU097",), fail_on=Severity.INFO)).exit_code() == 1
+    warn = audit([str(marked_tree)], config=only_cu0(cache=False, fail_on=Severity.ERROR))
     assert warn.findings and warn.exit_code() == 0
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import make_tree, make_wheel
-from marker_rules import CRASH, INFO, WARN, marker_rules  # noqa: F401 - fixture
+from marker_rules import CRASH, INFO, WARN, marker_rules, only_cu0  # noqa: F401 - fixture
 
 import cuaudit
 import cuaudit.inputs
@@ -46,7 +46,7 @@ def summary(report) -> list[tuple]:
 
 def test_second_run_takes_facts_from_the_cache(tmp_path, marker_rules, calls):
     tree = make_tree(tmp_path / "t", {f"m{i}.py": f"x = {i}  # {WARN}\n" for i in range(5)})
-    conf = Config(cache_dir=str(tmp_path / "cache"), jobs=1)
+    conf = only_cu0(cache_dir=str(tmp_path / "cache"), jobs=1)
     first = audit([str(tree)], config=conf)
     assert first.stats["facts_extracted"] == 5 and first.stats["facts_cached"] == 0
     assert len(calls()) == 5
@@ -59,7 +59,7 @@ def test_second_run_takes_facts_from_the_cache(tmp_path, marker_rules, calls):
 
 def test_cache_is_keyed_by_content_and_extractor_version(tmp_path, marker_rules, calls, monkeypatch):
     tree = make_tree(tmp_path / "t", {"a.py": f"# {WARN}\n", "b.py": "b = 1\n"})
-    conf = Config(cache_dir=str(tmp_path / "cache"), jobs=1)
+    conf = only_cu0(cache_dir=str(tmp_path / "cache"), jobs=1)
     audit([str(tree)], config=conf)
     (tree / "b.py").write_text(f"b = 2  # {WARN}\n")  # new size: a new content key
     report = audit([str(tree)], config=conf)
@@ -72,7 +72,7 @@ def test_cache_is_keyed_by_content_and_extractor_version(tmp_path, marker_rules,
 
 def test_input_problems_are_cached_too(tmp_path, marker_rules, calls):
     whl = make_wheel(tmp_path, "latin", "1.0", {"latin/a.py": b"x = '\xff'\n"})
-    conf = Config(cache_dir=str(tmp_path / "cache"), jobs=1)
+    conf = only_cu0(cache_dir=str(tmp_path / "cache"), jobs=1)
     first = audit([str(whl)], config=conf)
     second = audit([str(whl)], config=conf)
     assert [f.code for f in first.findings] == ["CU006"] and summary(second) == summary(first)
@@ -81,7 +81,7 @@ def test_input_problems_are_cached_too(tmp_path, marker_rules, calls):
 
 def test_internal_errors_are_not_cached(tmp_path, marker_rules, calls):
     tree = make_tree(tmp_path / "t", {"boom.py": f"# {CRASH}\n"})
-    conf = Config(cache_dir=str(tmp_path / "cache"), jobs=1)
+    conf = only_cu0(cache_dir=str(tmp_path / "cache"), jobs=1)
     assert [f.code for f in audit([str(tree)], config=conf).findings] == ["CU011"]
     assert [f.code for f in audit([str(tree)], config=conf).findings] == ["CU011"]
     assert len(calls()) == 2
@@ -91,7 +91,7 @@ def test_no_cache_reads_and_writes_nothing(tmp_path, marker_rules, calls):
     tree = make_tree(tmp_path / "t", {"a.py": f"# {WARN}\n"})
     cache = tmp_path / "cache"
     for _ in range(2):
-        report = audit([str(tree)], config=Config(cache=False, cache_dir=str(cache), jobs=1))
+        report = audit([str(tree)], config=only_cu0(cache=False, cache_dir=str(cache), jobs=1))
         assert report.stats["facts_cached"] == 0 and report.stats["facts_extracted"] == 1
     assert not cache.exists() and len(calls()) == 2
 
@@ -105,13 +105,14 @@ def test_no_cache_flag(tmp_path, marker_rules, calls, cli):
     assert (cache / "facts.sqlite3").exists()
 
 
-@pytest.mark.parametrize("garbage", [b"this is not a database" * 100, b"SQLite format 3\x00" + b"\xff" * 4000, b""])
+@pytest.mark.parametrize("garbage", [b"this is not a database" * 100, b"SQLite format 3\x00" + b"\xff" * 4000, b""],
+                         ids=["text", "sqlite-header-then-garbage", "empty"])
 def test_corrupt_cache_file_does_not_break_the_audit(tmp_path, marker_rules, garbage):
     tree = make_tree(tmp_path / "t", {"a.py": f"# {WARN}\n"})
     cache = tmp_path / "cache"
     cache.mkdir()
     (cache / "facts.sqlite3").write_bytes(garbage)
-    conf = Config(cache_dir=str(cache), jobs=1)
+    conf = only_cu0(cache_dir=str(cache), jobs=1)
     report = audit([str(tree)], config=conf)
     assert [f.code for f in report.findings] == ["CU098"]
     # the cache was started again and works from now on
@@ -153,10 +154,10 @@ def two_trees(tmp_path: Path) -> list[str]:
 
 
 def test_parallel_extraction_gives_the_same_report_as_serial(two_trees, marker_rules, calls):
-    serial = audit(two_trees, config=Config(cache=False, jobs=1))
+    serial = audit(two_trees, config=only_cu0(cache=False, jobs=1))
     assert {pid for pid, _ in calls()} == {os.getpid()}
     calls.reset()
-    parallel = audit(two_trees, config=Config(cache=False, jobs=2))
+    parallel = audit(two_trees, config=only_cu0(cache=False, jobs=2))
     pids = {pid for pid, _ in calls()}
     assert pids and os.getpid() not in pids, "extraction did not run in worker processes"
     assert summary(parallel) == summary(serial)
@@ -166,7 +167,7 @@ def test_parallel_extraction_gives_the_same_report_as_serial(two_trees, marker_r
 def test_a_crashing_extractor_is_cu011_for_that_file_only(two_trees, marker_rules, tmp_path):
     Path(two_trees[0], "pkg", "m05.py").write_text(f"# {CRASH}\n")
     for jobs in (1, 2):
-        report = audit(two_trees, config=Config(cache=False, jobs=jobs))
+        report = audit(two_trees, config=only_cu0(cache=False, jobs=jobs))
         crashed = [f for f in report.findings if f.code == "CU011"]
         assert [(f.location.artifact.path, f.location.member) for f in crashed] == [(two_trees[0], "pkg/m05.py")]
         assert "RuntimeError: test extractor crashed on purpose" in crashed[0].message
@@ -181,7 +182,7 @@ def test_a_crashing_rule_is_cu011_and_other_rules_still_report(tmp_path, marker_
         raise KeyError("bug in a rule")
 
     monkeypatch.setattr(rules_registry.get("CU097"), "check", broken)
-    report = audit([str(tree)], config=Config(cache=False))
+    report = audit([str(tree)], config=only_cu0(cache=False))
     assert sorted(f.code for f in report.findings) == ["CU011", "CU098"]
     [f] = [f for f in report.findings if f.code == "CU011"]
     assert "rule CU097 failed" in f.message and f.evidence["rule"] == "CU097"
@@ -199,7 +200,7 @@ def test_a_dying_worker_is_redone_in_process(two_trees, marker_rules, monkeypatc
         return real(artifact, tasks)
 
     monkeypatch.setattr(engine, "_extract_group", dies_in_worker)
-    report = audit(two_trees, config=Config(cache=False, jobs=2))
+    report = audit(two_trees, config=only_cu0(cache=False, jobs=2))
     assert len(report.findings) == 60 and cfp.BrokenProcessPool
 
 
@@ -215,14 +216,14 @@ def test_inline_suppressions(tmp_path, marker_rules):
         f"e = 5  # {WARN}  # cuaudit: ignored (not a suppression)",
         f"f = 6  # {WARN}",
     ]) + "\n"})
-    report = audit([str(tree)], config=Config(cache=False))
+    report = audit([str(tree)], config=only_cu0(cache=False))
     assert [(f.code, f.location.line) for f in report.findings] == [("CU098", 2), ("CU098", 5), ("CU098", 6)]
     assert report.suppressed == 4
 
 
 def test_inline_suppression_inside_a_wheel_and_sdist(tmp_path, marker_rules):
     whl = make_wheel(tmp_path, "w", "1.0", {"w/a.py": f"x = 1  # {WARN}  # cuaudit: ignore[CU098]\ny = 2  # {WARN}\n"})
-    report = audit([str(whl)], config=Config(cache=False))
+    report = audit([str(whl)], config=only_cu0(cache=False))
     assert [(f.location.member, f.location.line) for f in report.findings] == [("w/a.py", 2)]
     assert report.suppressed == 1
 
@@ -240,14 +241,14 @@ def _release(tmp_path: Path, version: str, extra: str = "") -> Path:
 
 
 def test_baseline_fingerprints_survive_a_new_version(tmp_path, marker_rules):
-    old = audit([str(_release(tmp_path, "1.0"))], config=Config(cache=False))
+    old = audit([str(_release(tmp_path, "1.0"))], config=only_cu0(cache=False))
     assert len(old.findings) == 2
     baseline = tmp_path / "baseline.json"
     assert write_baseline(str(baseline), old.findings) == 2
     data = json.loads(baseline.read_text())
     assert data["version"] == 1 and {e["code"] for e in data["findings"]} == {"CU098"}
     new = audit([str(_release(tmp_path, "2.0", extra=f"z = 3  # {WARN}\n"))],
-                config=Config(cache=False, baseline=str(baseline)))
+                config=only_cu0(cache=False, baseline=str(baseline)))
     assert [(f.location.member, f.location.line) for f in new.findings] == [("demo_pkg/__init__.py", 2)]
     assert new.baselined == 2
 
@@ -294,7 +295,7 @@ def test_fingerprint_ignores_versions_and_vendored_hashes():
 
 def test_library_api_returns_the_report_the_cli_renders(tmp_path, marker_rules, cli):
     tree = make_tree(tmp_path / "t", {"a.py": f"# {WARN}\n# {INFO}\n"})
-    report = cuaudit.audit([tree], config=Config(cache=False))  # a PathLike works too
+    report = cuaudit.audit([tree], config=only_cu0(cache=False))  # a PathLike works too
     assert isinstance(report, engine.Report) and report.exit_code() == 1
     rc, out, _ = cli("check", str(tree), "--isolated", "--no-cache", "-f", "json")
     rendered = json.loads(out)["findings"]
@@ -322,7 +323,7 @@ def test_identical_members_at_different_paths_keep_their_own_facts(tmp_path, mar
     # path must not be shared between them through the cache.
     same = f"x = 1  # {WARN}\n"
     whl = make_wheel(tmp_path, "twins", "1.0", {"twins/a/__init__.py": same, "twins/b/__init__.py": same})
-    conf = Config(cache_dir=str(tmp_path / "cache"), jobs=1)
+    conf = only_cu0(cache_dir=str(tmp_path / "cache"), jobs=1)
     for _ in range(2):
         ex = engine.Extraction(conf, None)
         [art] = cuaudit.inputs.resolve([str(whl)])
@@ -347,5 +348,5 @@ class _Unpicklable:
 def test_a_fact_that_does_not_pickle_is_used_but_not_cached(two_trees, marker_rules, monkeypatch, tmp_path):
     monkeypatch.setattr(facts_registry.get("test-marker"), "extract", lambda self, reader: _Unpicklable())
     for jobs in (1, 2):  # in workers the result cannot travel back: the chunk is redone in process
-        report = audit(two_trees, config=Config(cache_dir=str(tmp_path / "cache"), jobs=jobs))
+        report = audit(two_trees, config=only_cu0(cache_dir=str(tmp_path / "cache"), jobs=jobs))
         assert len(report.findings) == 60 and report.stats["facts_cached"] == 0

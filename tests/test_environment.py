@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 from conftest import make_tree, make_wheel
-from marker_rules import WARN, marker_rules  # noqa: F401 - fixture
+from marker_rules import WARN, marker_rules, only_cu0  # noqa: F401 - fixture
 
 from cuaudit import audit
 from cuaudit.config import Config
 from cuaudit.inputs.environment import load_environment, read_pth_paths
 from cuaudit.model import ArtifactKind
 
-NOCACHE = Config(cache=False)
+NOCACHE = only_cu0(cache=False)
 
 
 def _site(venv: Path) -> Path:

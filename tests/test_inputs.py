@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 from conftest import compile_so, make_tree, make_wheel
-from marker_rules import WARN, marker_rules  # noqa: F401 - fixture
+from marker_rules import WARN, marker_rules, only_cu0  # noqa: F401 - fixture
 
 from cuaudit import audit
 from cuaudit.config import Config
 from cuaudit.inputs import resolve
 from cuaudit.model import ArtifactKind, MemberKind
 
-NOCACHE = Config(cache=False)
+NOCACHE = only_cu0(cache=False)
 
 
 # -- helpers ---------------------------------------------------------------------------
@@ -179,7 +179,7 @@ def test_no_path_means_current_directory(tmp_path, monkeypatch, cli, marker_rule
 
 
 def _fetch(spec: str, cache: Path):
-    report = audit([spec], config=Config(cache_dir=str(cache)))
+    report = audit([spec], config=only_cu0(cache_dir=str(cache)))
     fetch_failed = [f for f in report.findings if f.code == "CU010"]
     offline = ("No matching distribution", "onnection", "etwork", "timed out", "Temporary failure", "resolve")
     if fetch_failed and any(word in fetch_failed[0].message for word in offline):
@@ -198,7 +198,7 @@ def test_requirement_wheel_is_downloaded_once_into_the_cache(tmp_path):
     assert ref.path.startswith(str(cache / "downloads"))
     assert report.findings == []
     mtime = os.stat(ref.path).st_mtime_ns
-    again = audit(["six==1.16.0"], config=Config(cache_dir=str(cache)))
+    again = audit(["six==1.16.0"], config=only_cu0(cache_dir=str(cache)))
     assert again.artifacts[0].path == ref.path and os.stat(ref.path).st_mtime_ns == mtime
 
 
@@ -218,7 +218,7 @@ def test_requirement_without_wheel_gets_the_sdist_unbuilt(tmp_path):
 
 @pytest.mark.slow
 def test_unknown_requirement_is_cu010_and_scan_goes_on(tmp_path, marker_rules):
-    report = audit_with_good(tmp_path, "cuaudit-no-such-dist-zz==0.0.1", config=Config(cache_dir=str(tmp_path / "c")))
+    report = audit_with_good(tmp_path, "cuaudit-no-such-dist-zz==0.0.1", config=only_cu0(cache_dir=str(tmp_path / "c")))
     [f] = by_code(report)["CU010"]
     assert "cuaudit-no-such-dist-zz==0.0.1" in f.message
 

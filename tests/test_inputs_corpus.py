@@ -13,7 +13,7 @@ import zipfile
 
 import pytest
 from conftest import corpus_file
-from marker_rules import marker_rules  # noqa: F401 - fixture
+from marker_rules import marker_rules, only_cu0  # noqa: F401 - fixture
 
 from cuaudit import audit
 from cuaudit.config import Config
@@ -46,7 +46,7 @@ def test_torch_wheel_is_listed_without_reading_its_data(corpus):
 
 def test_real_sdist_without_wheel(corpus):
     sdist = corpus_file(corpus, "torch_linear_assignment-0.0.5.tar.gz")
-    report = audit([str(sdist)], config=Config(cache=False))
+    report = audit([str(sdist)], config=only_cu0(cache=False))
     ref = report.artifacts[0]
     assert (ref.kind, ref.version) == (ArtifactKind.SDIST, "0.0.5")
     assert report.findings == []
@@ -71,7 +71,7 @@ def test_damaged_real_wheels(corpus, tmp_path, marker_rules):
         data[i] ^= 0xFF
     flipped.write_bytes(bytes(data))
     good = corpus_file(corpus, "nvidia_cuda_nvrtc_cu11-*.whl")
-    report = audit([str(truncated), str(flipped), str(good)], config=Config(cache=False))
+    report = audit([str(truncated), str(flipped), str(good)], config=only_cu0(cache=False))
     by_path = {}
     for f in report.findings:
         by_path.setdefault(f.location.artifact.path, []).append(f)
