@@ -350,3 +350,16 @@ def test_a_fact_that_does_not_pickle_is_used_but_not_cached(two_trees, marker_ru
     for jobs in (1, 2):  # in workers the result cannot travel back: the chunk is redone in process
         report = audit(two_trees, config=only_cu0(cache_dir=str(tmp_path / "cache"), jobs=jobs))
         assert len(report.findings) == 60 and report.stats["facts_cached"] == 0
+
+
+def test_facts_cached_counts_every_member_served(tmp_path, marker_rules):
+    # the same file at the same path in two releases: one cache entry, two members
+    files = {"same/a.py": f"# {WARN}\n"}
+    d1, d2 = tmp_path / "1", tmp_path / "2"
+    d1.mkdir(), d2.mkdir()
+    wheels = [str(make_wheel(d1, "same", "1.0", files)), str(make_wheel(d2, "same", "2.0", files))]
+    conf = only_cu0(cache_dir=str(tmp_path / "cache"), jobs=1)
+    first = audit(wheels, config=conf)
+    second = audit(wheels, config=conf)
+    assert first.stats["facts_extracted"] + first.stats["facts_cached"] == 2
+    assert second.stats["facts_cached"] == 2 and second.stats["facts_extracted"] == 0
