@@ -249,3 +249,25 @@ def test_configuration_doc_lists_every_key_variable_and_flag():
         long = [o for o in action.option_strings if o.startswith("--")]
         if long and long[0] != "--help":
             assert long[0] in doc, long[0]
+
+
+def test_paths_in_pyproject_are_relative_to_the_file(tmp_path, monkeypatch):
+    write(tmp_path / "pyproject.toml", '[tool.cuaudit]\nbaseline = "ci/baseline.json"\ncache-dir = ".cache"\n')
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    c = cfg.load(environ={})
+    assert c.baseline == str(tmp_path / "ci" / "baseline.json") and c.cache_dir == str(tmp_path / ".cache")
+    # on the command line and in the environment they are relative to the working directory, as usual
+    assert cfg.load(environ={"CUAUDIT_BASELINE": "b.json"}).baseline == "b.json"
+
+
+def test_refreshing_the_configured_baseline_keeps_what_it_accepted(tmp_path, monkeypatch, cli, marker_rules):
+    tree = make_tree(tmp_path / "proj", {"a.py": f"# {WARN}\n"})
+    write(tree / "pyproject.toml", '[tool.cuaudit]\nselect = ["CU0"]\nbaseline = "baseline.json"\n')
+    monkeypatch.chdir(tree)
+    assert cli("check", "--no-cache", "--write-baseline", "baseline.json")[0] == 0
+    assert cli("check", "--no-cache")[0] == 0  # accepted
+    (tree / "b.py").write_text(f"# {WARN}\n")
+    rc, _, err = cli("check", "--no-cache", "--write-baseline", "baseline.json")
+    assert rc == 0 and "wrote 2 findings" in err  # the accepted one is kept, the new one added
+    assert cli("check", "--no-cache")[0] == 0

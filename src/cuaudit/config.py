@@ -256,7 +256,15 @@ def load(
     if not isolated:
         path = config_file or find_pyproject(start)
         if path:
-            config = apply(config, load_pyproject(path), path)
+            table = dict(load_pyproject(path))
+            # Paths in the file are relative to the file, not to wherever cuaudit runs.
+            for key in ("baseline", "cache-dir"):
+                value = table.get(key)
+                if isinstance(value, str) and value and not os.path.isabs(os.path.expanduser(value)):
+                    table[key] = os.path.join(os.path.dirname(os.path.abspath(path)), value)
+                elif isinstance(value, str) and value:
+                    table[key] = os.path.expanduser(value)
+            config = apply(config, table, path)
     env = from_environ(os.environ if environ is None else environ)
     if env:
         config = apply(config, env, "environment (CUAUDIT_*)")

@@ -58,6 +58,10 @@ def config_from_args(args: argparse.Namespace) -> Any:
         "cache-dir": args.cache_dir,
         "probe-timeout": args.probe_timeout,
     }
+    if getattr(args, "write_baseline", None):
+        # Writing a baseline records every current finding, including those the
+        # configured baseline already accepts (or refreshing it would drop them).
+        overrides["baseline"] = ""
     if args.no_cache:
         overrides["cache"] = False
     if args.probe:
