@@ -271,3 +271,13 @@ def test_refreshing_the_configured_baseline_keeps_what_it_accepted(tmp_path, mon
     rc, _, err = cli("check", "--no-cache", "--write-baseline", "baseline.json")
     assert rc == 0 and "wrote 2 findings" in err  # the accepted one is kept, the new one added
     assert cli("check", "--no-cache")[0] == 0
+
+
+def test_all_in_severity_and_suppressions():
+    from cuaudit.facts.suppressions import parse_suppressions
+
+    c = cfg.load(isolated=True, environ={}, overrides={})
+    c = cfg.apply(c, {"severity": {"ALL": "info", "CU2": "error"}}, "test")
+    assert c.severity_for("CU101", Severity.WARNING) is Severity.INFO
+    assert c.severity_for("CU201", Severity.WARNING) is Severity.ERROR
+    assert parse_suppressions("x  # cuaudit: ignore[ALL]\n").silences(1, "CU601")

@@ -57,7 +57,9 @@ class Config:
         return self.ignore + self.extend_ignore
 
     def severity_for(self, code: str, default: Severity) -> Severity:
-        best = max((p for p in self.severity if code.startswith(p)), key=len, default=None)
+        # the longest matching prefix wins; ALL matches every code, below any prefix
+        best = max((p for p in self.severity if p == "ALL" or code.startswith(p)),
+                   key=lambda p: -1 if p == "ALL" else len(p), default=None)
         return self.severity[best] if best is not None else default
 
     def allowed(self, name: str) -> tuple[str, ...]:

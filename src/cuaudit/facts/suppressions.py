@@ -30,7 +30,7 @@ class Suppressions:
         if line is None or line not in self.lines:
             return False
         codes = self.lines[line]
-        return not codes or any(code.startswith(c) for c in codes)
+        return not codes or any(c == "ALL" or code.startswith(c) for c in codes)
 
 
 def parse_suppressions(text: str) -> Suppressions:
