@@ -546,3 +546,15 @@ def test_fetch_runs_pip_away_from_the_working_directory_and_ignores_partial_down
     report = _fetch("six==1.16.0", cache)
     assert report.findings == [] and report.artifacts[0].path.endswith("six-1.16.0/six-1.16.0-py2.py3-none-any.whl")
     assert not marker.exists()
+
+
+def test_many_wheels_in_one_audit(tmp_path, marker_rules):
+    # More wheels than the per-process cache of open zips holds: each is still read.
+    wheels = []
+    for i in range(12):
+        d = sub(tmp_path, f"w{i}")
+        wheels.append(str(make_wheel(d, f"many{i}", "1.0", {f"many{i}/__init__.py": f"# {WARN}\n"})))
+    for jobs in (1, 2):
+        report = audit(wheels, config=only_cu0(cache=False, jobs=jobs))
+        got = sorted((f.code, f.location.artifact.name) for f in report.findings)
+        assert got == sorted(("CU098", f"many{i}") for i in range(12)), got[:3]
