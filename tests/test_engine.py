@@ -363,3 +363,40 @@ def test_facts_cached_counts_every_member_served(tmp_path, marker_rules):
     second = audit(wheels, config=conf)
     assert first.stats["facts_extracted"] + first.stats["facts_cached"] == 2
     assert second.stats["facts_cached"] == 2 and second.stats["facts_extracted"] == 0
+
+
+def _open_zips_in_child(queue) -> None:
+    from cuaudit.inputs import wheel
+
+    queue.put(len(wheel._OPEN_ZIPS))
+
+
+def test_forked_workers_never_share_the_parents_zip_handles(tmp_path):
+    # A shared file offset between processes makes concurrent reads return
+    # each other's bytes: children must open their own.
+    import multiprocessing
+
+    from cuaudit.inputs import wheel
+
+    whl = make_wheel(tmp_path, "fd", "1.0", {"fd/a.py": "a = 1\n"})
+    [art] = cuaudit.inputs.resolve([str(whl)])
+    assert art.members and wheel._OPEN_ZIPS
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_open_zips_in_child, args=(queue,))
+    child.start()
+    child.join(30)
+    assert queue.get(timeout=5) == 0
+
+
+def test_big_sdist_in_parallel_matches_serial(tmp_path, marker_rules, calls):
+    import tarfile
+
+    tree = make_tree(tmp_path / "big-1.0", {f"pkg/m{i:03d}.py": f"v = {i}  # {WARN}\n" for i in range(150)})
+    sdist = tmp_path / "big-1.0.tar.gz"
+    with tarfile.open(sdist, "w:gz") as tf:
+        tf.add(tree, arcname="big-1.0")
+    serial = audit([str(sdist)], config=only_cu0(cache=False, jobs=1))
+    parallel = audit([str(sdist)], config=only_cu0(cache=False, jobs=2))
+    assert len(serial.findings) == 150 and summary(parallel) == summary(serial)
+    assert len({pid for pid, _ in calls()}) >= 2

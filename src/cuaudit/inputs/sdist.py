@@ -25,6 +25,12 @@ _TAR_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar")
 MAX_TAR_MEMBER = 64 * 1024**2
 
 
+#: Members of tar sdists read by this process, by (path, size, mtime).  Forked
+#: workers inherit it (memory, not file offsets: safe), so the chunks of a big
+#: sdist are not decompressed again in every worker.
+_TAR_DATA: dict[tuple[str, int, int], dict[str, bytes]] = {}
+
+
 def is_sdist_name(path: str) -> bool:
     return path.endswith(_TAR_SUFFIXES) or path.endswith(".zip")
 
@@ -105,6 +111,11 @@ class TarSdist(Artifact):
         """One sequential pass (a compressed tar cannot seek back cheaply)."""
         if self._h_data is not None:
             return self._h_data
+        st = os.stat(self.ref.path)
+        key = (self.ref.path, st.st_size, st.st_mtime_ns)
+        if key in _TAR_DATA:  # read by this process already, or by the parent it was forked from
+            self._h_data = _TAR_DATA[key]
+            return self._h_data
         by_name: dict[str, bytes] = {}
         big: list[str] = []
         compressed = max(os.path.getsize(self.ref.path), 1)
@@ -146,6 +157,9 @@ class TarSdist(Artifact):
         for name in big:
             self.skip(_strip(name, prefix), f"larger than {MAX_TAR_MEMBER} bytes; not read from the sdist")
         self._h_data = {_strip(name, prefix): blob for name, blob in by_name.items()}
+        if len(_TAR_DATA) >= 4:
+            _TAR_DATA.pop(next(iter(_TAR_DATA)))
+        _TAR_DATA[key] = self._h_data
         return self._h_data
 
     def open_member(self, path: str) -> IO[bytes]:

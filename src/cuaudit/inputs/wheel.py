@@ -36,6 +36,11 @@ def parse_wheel_name(filename: str) -> tuple[str, str]:
 #: without this, every chunk re-parsed the central directory (1 s for the
 #: 11,500 entries of torch 2.8.0), which made `-j 2` slower than `-j 1`.
 _OPEN_ZIPS: dict[tuple[str, int, int], zipfile.ZipFile] = {}
+# A forked worker must not read through its parent's file descriptors: they
+# share one file offset, and two processes seeking in it read each other's
+# bytes (CRC errors, wrong facts).  Children start with no open zip.
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_OPEN_ZIPS.clear)
 
 
 def _open_zip(path: str) -> zipfile.ZipFile:
