@@ -207,6 +207,9 @@ class Extraction:
                     for n in names:
                         keys[(i, m.path, n)] = FactStore.key(n, facts_registry.get(n).version, m.content_key)
         cached = self.store.get_many(set(keys.values()))
+        # No SQLite connection may cross a fork (a child closing it releases the
+        # parent's file locks); it is reopened for put_many.
+        self.store.close()
         todo: dict[int, list[tuple[Member, tuple[str, ...]]]] = {}
         for i, m, names in pending:
             missing = []
