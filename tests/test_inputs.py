@@ -141,9 +141,16 @@ def test_source_tree_skips_venvs_and_caches(tmp_path, marker_rules):
         "pkg/__pycache__/mod.py": f"# {WARN}\n",
         "env2/pyvenv.cfg": "home = /usr/bin\n",
         "env2/lib/x.py": f"# {WARN}\n",
+        "condaenv/conda-meta/history": "",
+        "condaenv/lib/y.py": f"# {WARN}\n",
+        "build/lib.linux-x86_64-cpython-311/pkg/mod.py": f"z = 3  # {WARN}\n",
+        "dist/old/setup.py": f"# {WARN}\n",
+        "pkg/build/helper.py": "h = 1\n",
     })
     report = audit([str(tree)], config=NOCACHE)
     assert [(f.code, f.location.member) for f in report.findings] == [("CU098", "pkg/mod.py")]
+    [art] = resolve([str(tree)])
+    assert "pkg/build/helper.py" in {m.path for m in art.members}  # a subpackage named build is source
 
 
 def test_tree_symlink_out_of_tree_is_not_followed(tmp_path, marker_rules):
@@ -558,3 +565,12 @@ def test_many_wheels_in_one_audit(tmp_path, marker_rules):
         report = audit(wheels, config=only_cu0(cache=False, jobs=jobs))
         got = sorted((f.code, f.location.artifact.name) for f in report.findings)
         assert got == sorted(("CU098", f"many{i}") for i in range(12)), got[:3]
+
+
+def test_single_python_file(tmp_path, marker_rules):
+    script = tmp_path / "tool.py"
+    script.write_text(f"a = 1  # {WARN}\nb = 2  # {WARN}  # cuaudit: ignore[CU098]\n")
+    report = audit([str(script)], config=only_cu0(cache=False))
+    [f] = report.findings
+    assert (f.location.artifact.kind, f.location.member, f.location.line) == (ArtifactKind.FILE, "tool.py", 1)
+    assert str(f.location) == f"{script}:1:10" and report.suppressed == 1

@@ -24,7 +24,13 @@ DEFAULT_EXCLUDE = (
     ".pytest_cache",
     "node_modules",
     ".eggs",
+    ".direnv",
+    ".ipynb_checkpoints",
+    "__pypackages__",
 )
+#: Build outputs, skipped only at the top of the tree (`build/lib.linux-x86_64-cpython-311/`
+#: holds copies of the sources); a package's own `build/` subpackage is source.
+ROOT_EXCLUDE = ("build", "dist", "_build", "wheelhouse")
 
 
 class TreeArtifact(Artifact):
@@ -50,9 +56,11 @@ class TreeArtifact(Artifact):
         for dirpath, dirnames, filenames in os.walk(root, onerror=onerror, followlinks=False):
             rel_dir = os.path.relpath(dirpath, root)
             rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
-            dirnames[:] = sorted(d for d in dirnames if not self._excluded(rel_dir + d, d))
-            # A virtual environment or an installed prefix inside a tree is not source.
-            dirnames[:] = [d for d in dirnames if not os.path.exists(os.path.join(dirpath, d, "pyvenv.cfg"))]
+            dirnames[:] = sorted(d for d in dirnames if not self._excluded(rel_dir + d, d)
+                                 and not (rel_dir == "" and d in ROOT_EXCLUDE))
+            # A virtual or conda environment inside a tree is not source.
+            dirnames[:] = [d for d in dirnames if not os.path.exists(os.path.join(dirpath, d, "pyvenv.cfg"))
+                           and not os.path.isdir(os.path.join(dirpath, d, "conda-meta"))]
             for name in sorted(filenames):
                 rel = rel_dir + name
                 if self._excluded(rel, name):
