@@ -400,3 +400,20 @@ def test_big_sdist_in_parallel_matches_serial(tmp_path, marker_rules, calls):
     parallel = audit([str(sdist)], config=only_cu0(cache=False, jobs=2))
     assert len(serial.findings) == 150 and summary(parallel) == summary(serial)
     assert len({pid for pid, _ in calls()}) >= 2
+
+
+def test_unreadable_member_is_not_cached(tmp_path, marker_rules, monkeypatch):
+    # a permission error goes away with chmod, which does not change the content key
+    tree = make_tree(tmp_path / "t", {"a.py": f"# {WARN}\n"})
+    conf = only_cu0(cache_dir=str(tmp_path / "cache"), jobs=1)
+    from cuaudit.inputs.tree import TreeArtifact
+
+    real = TreeArtifact.open_member
+
+    def denied(self, path):
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(TreeArtifact, "open_member", denied)
+    assert [f.code for f in audit([str(tree)], config=conf).findings] == ["CU001"]
+    monkeypatch.setattr(TreeArtifact, "open_member", real)
+    assert [f.code for f in audit([str(tree)], config=conf).findings] == ["CU098"]

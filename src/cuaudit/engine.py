@@ -145,8 +145,9 @@ class CachedFailure:
     """An extractor's InputError on one member, kept in the fact cache.
 
     A corrupt member stays corrupt until its content key changes, so the
-    second audit reports it without reading it again.  Internal errors
-    (CU011) are never cached: they are cuaudit's bugs, not the file's.
+    second audit reports it without reading it again.  Unreadable files
+    (CU001: permissions change without touching mtime) and internal errors
+    (CU011: cuaudit's bugs, not the file's) are never cached.
     """
 
     code: str
@@ -285,7 +286,9 @@ class Extraction:
             rule = rules_registry.get("CU011")
             message = f"{message} (unknown input problem code {code})"
             code = "CU011"
-        if new is not None and keys is not None and code != "CU011":
+        # CU001 (permission, I/O error) may be gone next run without the content
+        # key changing (chmod does not touch mtime), and CU011 is cuaudit's own bug.
+        if new is not None and keys is not None and code not in ("CU001", "CU011"):
             try:
                 import pickle
 
