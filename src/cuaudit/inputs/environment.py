@@ -158,11 +158,13 @@ def find_distributions(paths: list[str]) -> list["InstalledDistribution"]:
     out: list[InstalledDistribution] = []
     for dist in metadata.distributions(path=paths):
         meta_dir = str(getattr(dist, "_path", ""))
-        try:
-            name = dist.metadata["Name"] or ""
-            version = dist.version or ""
-        except Exception:  # noqa: BLE001 - a broken METADATA is reported, not fatal
-            name, version = "", ""
+        name, version = _name_version(meta_dir)
+        if not name:
+            try:
+                name = dist.metadata["Name"] or ""
+                version = dist.version or ""
+            except Exception:  # noqa: BLE001 - a broken METADATA is reported, not fatal
+                name, version = "", ""
         if not name:
             name = os.path.basename(meta_dir).split("-")[0]
             if not version:
@@ -175,6 +177,35 @@ def find_distributions(paths: list[str]) -> list["InstalledDistribution"]:
         out.append(InstalledDistribution(dist, name, version, meta_dir))
     out.sort(key=lambda d: canonicalize_name(d.ref.name))
     return out
+
+
+def _name_version(meta_dir: str) -> tuple[str, str]:
+    """Name and Version from the header block of METADATA / PKG-INFO.
+
+    Only the headers are read: ``dist.metadata`` parses the whole file (long
+    descriptions included) with the email parser, twice per distribution,
+    0.8 s of a 100-distribution environment.
+    """
+    for base in ("METADATA", "PKG-INFO"):
+        path = os.path.join(meta_dir, base) if os.path.isdir(meta_dir) else meta_dir
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                head = fh.read(64 * 1024)
+        except OSError:
+            continue
+        name = version = ""
+        for line in head.split("\n\n", 1)[0].splitlines():
+            key, sep, value = line.partition(":")
+            if not sep:
+                continue
+            key = key.strip().lower()
+            if key == "name" and not name:
+                name = value.strip()
+            elif key == "version" and not version:
+                version = value.strip()
+        if name:
+            return name, version
+    return "", ""
 
 
 def _read_record(path: str) -> list[str]:
