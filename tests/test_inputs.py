@@ -574,3 +574,19 @@ def test_single_python_file(tmp_path, marker_rules):
     [f] = report.findings
     assert (f.location.artifact.kind, f.location.member, f.location.line) == (ArtifactKind.FILE, "tool.py", 1)
     assert str(f.location) == f"{script}:1:10" and report.suppressed == 1
+
+
+def test_archive_declaring_absurdly_many_entries(tmp_path, marker_rules):
+    # An end record claiming 65,535 x 65,535 is impossible to fake in 16 bits,
+    # so the zip64 end record declares 10 million entries in a 200-byte file.
+    body = local_header(b"a.py", b"a = 1\n") + b"a = 1\n"
+    central = central_header(b"a.py", offset=0, csize=6, usize=6, crc=zlib.crc32(b"a = 1\n"))
+    cd_offset, cd_size, n = len(body), len(central), 10_000_000
+    zip64_end = struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 45, 45, 0, 0, n, n, cd_size, cd_offset)
+    locator = struct.pack("<IIQI", 0x07064B50, 0, cd_offset + cd_size, 1)
+    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
+    whl = tmp_path / "many-1.0-py3-none-any.whl"
+    whl.write_bytes(body + central + zip64_end + locator + end)
+    report = audit_with_good(tmp_path, whl)
+    [f] = by_code(report)["CU004"]
+    assert f.evidence["declared_entries"] == n

@@ -15,7 +15,7 @@ import zlib
 from typing import IO
 
 from cuaudit.inputs import Artifact, classify, unsafe_member_name
-from cuaudit.inputs.wheel import MAX_MEMBER_SIZE, MAX_RATIO, MIN_RATIO_SIZE, ZipArtifact
+from cuaudit.inputs.wheel import MAX_ENTRIES, MAX_MEMBER_SIZE, MAX_RATIO, MIN_RATIO_SIZE, ZipArtifact
 from cuaudit.model import ArtifactKind, ArtifactRef, Member
 
 _TAR_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar")
@@ -121,7 +121,11 @@ class TarSdist(Artifact):
         compressed = max(os.path.getsize(self.ref.path), 1)
         declared = 0
         with tarfile.open(self.ref.path, "r:*") as tf:
-            for info in tf:
+            for count, info in enumerate(tf):
+                if count >= MAX_ENTRIES:
+                    self.problem("CU004", f"{os.path.basename(self.ref.path)} has more than {MAX_ENTRIES} members; "
+                                 "the rest is not read", declared_entries=count)
+                    break
                 if info.isdir():
                     continue
                 why = unsafe_member_name(info.name)

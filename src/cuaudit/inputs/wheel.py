@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import struct
 import zipfile
 from typing import IO
 
@@ -14,6 +15,20 @@ MAX_MEMBER_SIZE = 8 * 1024**3
 #: ... nor one that inflates more than this ratio once past MIN_RATIO_SIZE.
 MAX_RATIO = 1000
 MIN_RATIO_SIZE = 64 * 1024**2
+
+
+#: An archive declaring more entries than this is not listed (torch 2.8.0 has 12,098).
+MAX_ENTRIES = 400_000
+
+
+def _declared_entries(path: str) -> int:
+    """The entry count the end-of-central-directory record declares (0 if none found)."""
+    try:
+        with open(path, "rb") as fh:
+            record = zipfile._EndRecData(fh)  # reads only the end of the file
+    except (OSError, AttributeError, struct.error, ValueError):
+        return 0
+    return int(record[zipfile._ECD_ENTRIES_TOTAL]) if record else 0
 
 
 #: stored, deflate, bzip2, lzma: what zipfile (and so pip) reads
@@ -80,6 +95,12 @@ class ZipArtifact(Artifact):
             return []
         if magic[:2] != b"PK":
             self.problem("CU006", f"{os.path.basename(path)} is not a zip archive (starts with {magic!r})", magic=magic.hex())
+            return []
+        entries = _declared_entries(path)
+        if entries > MAX_ENTRIES:
+            # parsing the central directory alone would hold every entry in memory
+            self.problem("CU004", f"{os.path.basename(path)} declares {entries} entries; it is not read",
+                         declared_entries=entries)
             return []
         try:
             zf = self._zip()
