@@ -297,3 +297,8 @@ def test_real_setuptools_editable_install(tmp_path, marker_rules, layout):
                     str(wheel)], check=True, capture_output=True)
     report = audit([], env=str(python), config=NOCACHE, command="env")
     assert [(f.location.artifact.name, f.location.member) for f in report.findings] == [("realed", "realed/__init__.py")]
+
+
+def test_python_may_be_the_environment_folder(venv):
+    env = load_environment(str(venv["python"].parent.parent))
+    assert "tinypkg" in {d.ref.name for d in env.distributions}

@@ -590,3 +590,12 @@ def test_archive_declaring_absurdly_many_entries(tmp_path, marker_rules):
     report = audit_with_good(tmp_path, whl)
     [f] = by_code(report)["CU004"]
     assert f.evidence["declared_entries"] == n
+
+
+def test_archives_inside_a_tree_are_reported_as_skipped(tmp_path, marker_rules):
+    dist = sub(tmp_path, "dist")
+    good_wheel(dist)
+    report = audit([str(dist)], config=only_cu0(cache=False))
+    assert report.findings == []
+    [skip] = report.skipped
+    assert skip.location.member == "good-1.0-py3-none-any.whl" and "name it on the command line" in skip.reason

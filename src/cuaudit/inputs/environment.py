@@ -76,6 +76,11 @@ def query_interpreter(python: str, timeout: float = 60) -> dict:
     # Resolved here: the query runs from another directory, and a bare name
     # is looked up on PATH as the user's shell would.
     python = os.path.abspath(python) if os.sep in python else (shutil.which(python) or python)
+    if os.path.isdir(python):  # the environment's folder: its interpreter
+        for candidate in ("bin/python3", "bin/python", "Scripts/python.exe", "python.exe"):
+            if os.path.isfile(os.path.join(python, candidate)):
+                python = os.path.join(python, candidate)
+                break
     # `python -c` puts the working directory first on sys.path: run it from an
     # empty directory, or a `json.py` in the audited tree would be imported.
     try:

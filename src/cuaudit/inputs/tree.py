@@ -77,6 +77,10 @@ class TreeArtifact(Artifact):
                         continue  # the link's target is listed under its own name
                     self.skip(rel, "not a regular file inside the tree (link or special file)")
                     continue
+                if name.endswith((".whl", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")):
+                    # `cuaudit check dist/` must not look like an all-clear for the wheels in it
+                    self.skip(rel, "an archive inside a source tree is not opened; name it on the command line "
+                              f"(cuaudit check {os.path.join(self.ref.path, *rel.split('/'))})")
                 members.append(Member(rel, classify(rel), st.st_size, stat_key(st, rel)))
         return members
 
