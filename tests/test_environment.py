@@ -302,3 +302,16 @@ def test_real_setuptools_editable_install(tmp_path, marker_rules, layout):
 def test_python_may_be_the_environment_folder(venv):
     env = load_environment(str(venv["python"].parent.parent))
     assert "tinypkg" in {d.ref.name for d in env.distributions}
+
+
+def test_pythonpath_is_searched_but_nothing_on_it_runs(venv, tmp_path, monkeypatch):
+    marker = tmp_path / "shadow-ran"
+    shadow = make_tree(tmp_path / "pp", {
+        name: f"open({str(marker)!r}, 'w').close()\n" for name in ("json.py", "sysconfig.py", "site.py", "os.py")
+    })
+    make_tree(shadow, {"ppdist-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: ppdist\nVersion: 1.0\n"})
+    monkeypatch.setenv("PYTHONPATH", str(shadow))
+    env = load_environment(str(venv["python"]))
+    assert "ppdist" in {d.ref.name for d in env.distributions}
+    assert env.info.sys_path[0] == str(shadow)
+    assert not marker.exists()

@@ -83,12 +83,19 @@ def query_interpreter(python: str, timeout: float = 60) -> dict:
                 break
     # `python -c` puts the working directory first on sys.path: run it from an
     # empty directory, or a `json.py` in the audited tree would be imported.
+    # -E too: a PYTHONPATH that names the audited site-packages must not let a
+    # `json.py` there run; its entries are added to the search path by
+    # load_environment instead.  Only an interpreter that needs PYTHONHOME to
+    # start at all is asked again without -E.
     try:
         with tempfile.TemporaryDirectory(prefix="cuaudit-query-") as empty:
-            proc = subprocess.run(
-                [python, "-S", "-c", _QUERY], capture_output=True, text=True, timeout=timeout,
-                stdin=subprocess.DEVNULL, cwd=empty,
-            )
+            for flags in (["-E", "-S"], ["-S"]):
+                proc = subprocess.run(
+                    [python, *flags, "-c", _QUERY], capture_output=True, text=True, timeout=timeout,
+                    stdin=subprocess.DEVNULL, cwd=empty,
+                )
+                if proc.returncode == 0:
+                    break
     except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
         raise InterpreterError(f"{python} does not run: {exc}") from exc
     if proc.returncode != 0:
@@ -135,7 +142,9 @@ def load_environment(python: str | None = None) -> Environment:
         if d and os.path.isdir(d) and d not in site_dirs:
             site_dirs.append(d)
     search: list[str] = []
-    for d in q["sys_path"] + site_dirs:
+    # PYTHONPATH comes first on the interpreter's sys.path (the query ran with -E)
+    pythonpath = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    for d in pythonpath + q["sys_path"] + site_dirs:
         if d not in search and os.path.isdir(d):
             search.append(d)
     for d in list(site_dirs):
