@@ -170,6 +170,14 @@ def _extract_group(artifact: Artifact, tasks: list[tuple[Member, tuple[str, ...]
     return out
 
 
+def _usable_cpus() -> int:
+    """CPUs this process may run on (a container's limit, not the host's count)."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def _chunks(tasks: list[tuple[Member, tuple[str, ...]]], target_bytes: int = 16 * 1024**2, max_items: int = 64):
     chunk: list = []
     size = 0
@@ -232,7 +240,7 @@ class Extraction:
         if not total_tasks:
             return
         new: list[tuple[str, Any]] = []
-        jobs = self.config.jobs or (os.cpu_count() or 1)
+        jobs = self.config.jobs or _usable_cpus()
         groups = [(i, chunk) for i, tasks in todo.items() for chunk in _chunks(tasks)]
         parallel = jobs > 1 and len(groups) > 1 and (total_tasks >= PARALLEL_MIN_TASKS or total_bytes >= PARALLEL_MIN_BYTES)
         try:
