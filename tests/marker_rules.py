@@ -27,6 +27,8 @@ from cuaudit.model import Location, MemberKind, Severity
 WARN = "CUAUDIT-TEST-WARN"
 INFO = "CUAUDIT-TEST-INFO"
 CRASH = "CUAUDIT-TEST-CRASH"
+#: kills the process reading it, unless its pid is CUAUDIT_TEST_PARENT (a worker dies)
+DIE = "CUAUDIT-TEST-DIE"
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,8 @@ def _define() -> None:
             text = reader.text()
             if CRASH in text:
                 raise RuntimeError("test extractor crashed on purpose")
+            if DIE in text and os.environ.get("CUAUDIT_TEST_PARENT") != str(os.getpid()):
+                os._exit(9)  # as if killed by the OOM killer
             warn, info = [], []
             for n, line in enumerate(text.splitlines(), start=1):
                 if WARN in line:

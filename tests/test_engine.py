@@ -188,21 +188,16 @@ def test_a_crashing_rule_is_cu011_and_other_rules_still_report(tmp_path, marker_
     assert "rule CU097 failed" in f.message and f.evidence["rule"] == "CU097"
 
 
-def test_a_dying_worker_is_redone_in_process(two_trees, marker_rules, monkeypatch, tmp_path):
-    real = engine._extract_group
-    parent = os.getpid()
-    died = tmp_path / "died"
+def test_a_dying_worker_is_redone_in_process(two_trees, marker_rules, monkeypatch, calls):
+    from marker_rules import DIE
 
-    def dies_in_worker(artifact, tasks):
-        if os.getpid() != parent:
-            died.write_text("yes")
-            os._exit(9)  # the worker is killed (out of memory, a signal)
-        return real(artifact, tasks)
-
-    monkeypatch.setattr(engine, "_extract_group", dies_in_worker)
+    Path(two_trees[1], "pkg", "m07.py").write_text(f"v = 7  # {WARN} {DIE}\n")
+    monkeypatch.setenv("CUAUDIT_TEST_PARENT", str(os.getpid()))
     report = audit(two_trees, config=only_cu0(cache=False, jobs=2))
-    assert died.exists(), "no worker ran"
+    workers = {pid for pid, member in calls() if member == "pkg/m07.py"} - {os.getpid()}
+    assert workers, "the file was never read in a worker"
     assert len(report.findings) == 60 and {f.code for f in report.findings} == {"CU097", "CU098"}
+    assert report.stats["facts_extracted"] == 60
 
 
 # -- inline suppressions --------------------------------------------------------------------------------
