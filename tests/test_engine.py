@@ -218,10 +218,18 @@ def test_inline_suppressions(tmp_path, marker_rules):
 
 
 def test_inline_suppression_inside_a_wheel_and_sdist(tmp_path, marker_rules):
-    whl = make_wheel(tmp_path, "w", "1.0", {"w/a.py": f"x = 1  # {WARN}  # cuaudit: ignore[CU098]\ny = 2  # {WARN}\n"})
-    report = audit([str(whl)], config=only_cu0(cache=False))
-    assert [(f.location.member, f.location.line) for f in report.findings] == [("w/a.py", 2)]
-    assert report.suppressed == 1
+    import tarfile
+
+    text = f"x = 1  # {WARN}  # cuaudit: ignore[CU098]\ny = 2  # {WARN}\n"
+    whl = make_wheel(tmp_path, "w", "1.0", {"w/a.py": text})
+    tree = make_tree(tmp_path / "w-1.0", {"w/a.py": text})
+    sdist = tmp_path / "w-1.0.tar.gz"
+    with tarfile.open(sdist, "w:gz") as tf:
+        tf.add(tree, arcname="w-1.0")
+    for path in (whl, sdist):
+        report = audit([str(path)], config=only_cu0(cache=False))
+        assert [(f.location.member, f.location.line) for f in report.findings] == [("w/a.py", 2)]
+        assert report.suppressed == 1
 
 
 # -- baselines -----------------------------------------------------------------------------------------------
