@@ -599,3 +599,10 @@ def test_archives_inside_a_tree_are_reported_as_skipped(tmp_path, marker_rules):
     assert report.findings == []
     [skip] = report.skipped
     assert skip.location.member == "good-1.0-py3-none-any.whl" and "name it on the command line" in skip.reason
+
+
+def test_a_bare_project_name_gets_a_hint(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    report = audit(["cupy", "cupy>=13", "./missing.whl"], config=only_cu0(cache=False))
+    messages = [f.message for f in report.findings]
+    assert sum("NAME==VERSION" in m for m in messages) == 2 and len(messages) == 3

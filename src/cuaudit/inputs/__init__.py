@@ -154,7 +154,10 @@ def resolve(specs: Iterable[str], *, exclude: Iterable[str] = (), cache_dir: str
                 out.append(fetch_requirement(spec, cache_dir=cache_dir))
                 continue
             if not os.path.lexists(spec):
-                out.append(MissingArtifact(spec, "does not exist"))
+                hint = ""
+                if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[^\]]*\])?([<>=!~]=?.*)?", spec) and "/" not in spec:
+                    hint = " (to audit a release from the package index, give NAME==VERSION with an exact version)"
+                out.append(MissingArtifact(spec, "does not exist" + hint))
             elif os.path.isdir(spec):
                 out.append(TreeArtifact(spec, exclude=exclude))
             elif not os.path.isfile(spec):
