@@ -421,3 +421,26 @@ def test_unreadable_member_is_not_cached(tmp_path, marker_rules, monkeypatch):
     assert [f.code for f in audit([str(tree)], config=conf).findings] == ["CU001"]
     monkeypatch.setattr(TreeArtifact, "open_member", real)
     assert [f.code for f in audit([str(tree)], config=conf).findings] == ["CU098"]
+
+
+def test_one_input_problem_per_member_and_code_across_extractors(tmp_path, marker_rules, monkeypatch):
+    # a second parser of the same broken file: one CU007, the one with the position
+    from cuaudit.facts import Extractor, InputError
+
+    class SecondParser(Extractor):
+        name = "a-test-second-parser"
+
+        def applies(self, member):
+            return member.path == "pyproject.toml"
+
+        def extract(self, reader):
+            raise InputError("CU007", f"{reader.path}: not valid TOML (second parser)")
+
+    monkeypatch.setattr(rules_registry.get("CU007"), "needs", ("a-test-second-parser", "pyproject"))
+    try:
+        tree = make_tree(tmp_path / "t", {"pyproject.toml": "[project\n"})
+        report = audit([str(tree)], config=only_cu0(cache=False))
+        [f] = report.findings
+        assert (f.code, f.location.line, f.evidence["extractor"]) == ("CU007", 1, "pyproject")
+    finally:
+        facts_registry._REGISTRY.pop("a-test-second-parser", None)

@@ -215,6 +215,7 @@ class Extraction:
         self.store = FactStore((config.cache_dir or default_cache_dir()) if config.cache else None)
         self.facts: dict[tuple[int, str, str], Any] = {}
         self.problems: list[Finding] = []
+        self._problem_at: dict[tuple[int, str, str], int] = {}
         self.extracted = 0
         #: (artifact, member, extractor) facts taken from the cache; one cached
         #: value can serve several members (the same file in two wheels)
@@ -335,8 +336,18 @@ class Extraction:
         finding = rule.finding(
             Location(art.ref, path, line=line, column=column),
             f"{path}: {message}" if not message.startswith(path) else message,
-            evidence={**evidence, "extractor": name}, key=f"{path}:{name}",
+            evidence={**evidence, "extractor": name}, key=path,
         )
+        # Several extractors may read one member and fail on it alike (two
+        # parsers of one broken pyproject.toml): one finding per member and
+        # code, the one that knows the position if any.
+        slot = (i, path, code)
+        if slot in self._problem_at:
+            at = self._problem_at[slot]
+            if self.problems[at].location.line is None and line is not None:
+                self.problems[at] = finding
+            return
+        self._problem_at[slot] = len(self.problems)
         self.problems.append(finding)
 
 
