@@ -262,3 +262,21 @@ def test_copyto_and_select_with_python_scalars(tree_factory, cupy_req, severity)
     assert [(f.location.line, f.evidence["scalar"]) for f in report.findings] == [
         (3, "0.5"), (4, "-1"), (6, "default=0 (implicit)"), (7, "cp.nan")]
     assert {f.severity for f in report.findings} == {severity}
+
+
+def test_tests_of_installed_distributions_are_not_audited(tmp_path):
+    # NumPy's own tests assert the NumPy 2 TypeError of can_cast; they never run on import
+    from cuaudit import audit
+    from cuaudit.config import Config
+    from cuaudit.inputs.environment import InstalledDistribution
+
+    site = tmp_path / "site"
+    code = "import numpy as np\nok = np.can_cast(4, np.uint8)\n"
+    for rel, text in {"demo-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n",
+                      "demo-1.0.dist-info/top_level.txt": "demo\n", "demo/__init__.py": "",
+                      "demo/core.py": code, "demo/tests/test_core.py": code}.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text(text)
+    dist = InstalledDistribution(None, "demo", "1.0", str(site / "demo-1.0.dist-info"))
+    report = audit([dist], config=Config(select=("CU402",), cache=False))
+    assert [(f.code, f.location.member) for f in report.findings] == [("CU402", "demo/core.py")]
