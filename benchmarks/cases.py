@@ -242,21 +242,26 @@ def capi_case(name: str, title: str, wheel: str, **kw) -> Case:
         name, title, {"wheel": Corpus(wheel)},
         cuaudit=check("--select", "CU3", label="cuaudit check --select CU3",
                       requires=has_rules("CU3", "Cython C-API import recovery")),
-        floor=inflate_floor("elf"), **kw,
+        peers=(Cmd("objdump -d + text parsing", ("{py}", "{bench}/peers.py", "capi-objdump", "{wheel}"), summary=True,
+                   requires=has_tool("objdump")),),
+        floor=inflate_floor("elf"), unit="name/signature pairs", **kw,
     )
 
 
 def env_cases(name: str, title: str, env: Environment, *, cold_targets=(), cached_targets=(), **kw) -> list[Case]:
     base = (*CUAUDIT, "env", "--python", "{env}", "--isolated", "--color", "never", "-q")
     cached = (*base, "--cache-dir", "{casework}/facts")
+    # what pip offers to describe an environment (cuaudit does much more)
+    pip = (Cmd("pip inspect", ("{py}", "-m", "pip", "--python", "{env}", "inspect")),
+           Cmd("pip list", ("{py}", "-m", "pip", "--python", "{env}", "list", "--format", "json")))
     return [
         Case(f"{name}-cold", f"{title}, no fact cache", {"env": env},
-             cuaudit=Cmd("cuaudit env (cold)", (*base, "--cache-dir", "{fresh}"), ok=(0, 1)),
+             cuaudit=Cmd("cuaudit env (cold)", (*base, "--cache-dir", "{fresh}"), ok=(0, 1)), peers=pip,
              floor=Cmd("read ELF+py+metadata files", ("{py}", "{bench}/floors.py", "read-tree", "{env.site}"),
                        summary=True),
              targets=cold_targets, **kw),
         Case(f"{name}-cached", f"{title}, fact cache filled", {"env": env},
-             cuaudit=Cmd("cuaudit env (cached)", cached, ok=(0, 1), prepare=cached),
+             cuaudit=Cmd("cuaudit env (cached)", cached, ok=(0, 1), prepare=cached), peers=pip,
              floor=Cmd("stat every file", ("{py}", "{bench}/floors.py", "stat-tree", "{env.site}"), summary=True),
              targets=cached_targets, **kw),
     ]
@@ -368,6 +373,12 @@ CASES: list[Case] = [
                     requires=has_module("auditwheel", "auditwheel (pip install -e '.[bench]')")),),
          floor=Cmd("python -c pass", ("{py}", "-c", "pass")), quick=True),
     *CHECK_CASES,
+    # like for like: only what auditwheel also looks at (linking and loading)
+    Case("check-cupy-14.2-linkage", "check cupy-cuda12x 14.2.0, linkage family only (CU0, CU2)",
+         {"wheel": Corpus(CUPY14)},
+         cuaudit=check("--select", "CU0,CU2", label="cuaudit check --select CU0,CU2",
+                       requires=has_rules("CU2", "linking and loading")),
+         peers=(AUDITWHEEL,), floor=inflate_floor("elf")),
     dynsym_case("dynsym-libcudart", "dynamic symbols of libcudart.so.11.0 (0.7 MB)",
                 Member("nvidia_cuda_runtime_cu11-11.8.89-*.whl", "nvidia/cuda_runtime/lib/libcudart.so.11.0"),
                 quick=True),
