@@ -1,0 +1,1 @@
+"""Opt-in probes: subprocesses that import audited code (only with --probe, config.probe)."""
