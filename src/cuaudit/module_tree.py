@@ -248,18 +248,22 @@ class ModuleUniverse:
         self._stdlib_top = set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
         self._closure: dict[tuple[str, bool], frozenset[str]] = {}
         self._direct: dict[str, tuple[frozenset[str], bool]] = {}
+        self._strings: dict[str, tuple] = {}  # extension module -> how to get its dotted strings
 
     # -- building ------------------------------------------------------------------------
-    def add_artifact(self, artifact, facts_for: Callable[[object, str], PythonSourceFacts | None]) -> dict[str, ModuleEntry]:
+    def add_artifact(self, artifact, facts_for: Callable[[object, str, str], object | None]) -> dict[str, ModuleEntry]:
+        """Add an artifact's modules; ``facts_for(artifact, member, extractor)`` gives their facts."""
         mods = artifact_modules(artifact, artifact.members)
         for name, entry in mods.items():
             if entry.member or entry.stub_member:
                 def load(a=artifact, e=entry) -> tuple:
-                    f = facts_for(a, e.member) if e.member and e.member.endswith(".py") else None
-                    s = facts_for(a, e.stub_member) if e.stub_member else None
+                    f = facts_for(a, e.member, "python_source") if e.member and e.member.endswith(".py") else None
+                    s = facts_for(a, e.stub_member, "python_source") if e.stub_member else None
                     return f, s
 
                 entry._load = load
+            if entry.kind == "extension" and entry.member:
+                self._strings[name] = (artifact, entry.member, facts_for)
             if name.split(".")[0] in self._stdlib_top and self.stdlib_root:
                 continue  # the standard library wins for its own names
             if name not in self.entries or (self.entries[name].kind == "namespace" and entry.kind != "namespace"):
@@ -315,6 +319,14 @@ class ModuleUniverse:
         known = True
         if entry is None or entry.kind == "extension":
             known = entry is not None and entry.origin == "stdlib"  # C modules of the stdlib import nothing of ours
+            if name in self._strings:
+                # a compiled module imports by name: every dotted string naming a known module counts
+                art, member, facts_for = self._strings[name]
+                found = facts_for(art, member, "extension_strings")
+                for dotted in getattr(found, "dotted", ()):
+                    if dotted in self.entries and dotted != name:
+                        parts = dotted.split(".")
+                        out.update(".".join(parts[: i + 1]) for i in range(len(parts)))
         elif entry.kind == "namespace":
             pass
         else:
@@ -521,7 +533,7 @@ def public_submodules(universe: ModuleUniverse, modules: dict[str, ModuleEntry])
             yield parent, child
 
 
-def build_universe(artifacts: list, facts_for: Callable[[object, str], PythonSourceFacts | None], environment=None, *, stdlib: bool = True) -> tuple[ModuleUniverse, dict[int, dict[str, ModuleEntry]]]:
+def build_universe(artifacts: list, facts_for: Callable[[object, str, str], object | None], environment=None, *, stdlib: bool = True) -> tuple[ModuleUniverse, dict[int, dict[str, ModuleEntry]]]:
     """The universe of a set of artifacts: given ones first, installed ones next, then the stdlib."""
     uni = ModuleUniverse(stdlib_dir(environment) if stdlib else None)
     per: dict[int, dict[str, ModuleEntry]] = {}

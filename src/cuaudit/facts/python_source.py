@@ -179,7 +179,7 @@ class PythonSourceExtractor(Extractor):
     """Module-level bindings, imports, ``__getattr__``, lazy tables and attribute chains."""
 
     name = "python_source"
-    version = 2
+    version = 3
 
     def applies(self, member: Member) -> bool:
         return member.kind in (MemberKind.PYTHON, MemberKind.STUB, MemberKind.BUILD) and member.path.endswith((".py", ".pyi"))
@@ -503,7 +503,10 @@ class _Visitor:
                 else:
                     self.dynamic.append((line, f"{base.func.id}()[...] assignment"))
             elif isinstance(base, ast.Attribute) and base.attr == "modules":
-                self.dynamic.append((line, "sys.modules assignment"))
+                # only `sys.modules[__name__] = obj` changes what `import pkg` gives
+                # (importlib itself stores its _bootstrap under other names)
+                if isinstance(target.slice, ast.Name) and target.slice.id == "__name__":
+                    self.dynamic.append((line, "the module replaces itself in sys.modules"))
             elif isinstance(base, ast.Attribute) and base.attr == "__dict__":
                 self.dynamic.append((line, "__dict__ assignment"))
 
@@ -578,17 +581,19 @@ class _Visitor:
                 params.add(args.kwarg.arg)
             body = node.body if isinstance(node.body, list) else [node.body]
             assigned = set(params)
+            globals_: set[str] = set()
             for sub in body:
                 for n in ast.walk(sub):
-                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-                        assigned.add(n.id)
-                    elif isinstance(n, (ast.Import, ast.ImportFrom)):
+                    t = type(n)
+                    if t is ast.Name:
+                        if type(n.ctx) is ast.Store:
+                            assigned.add(n.id)
+                    elif t is ast.Import or t is ast.ImportFrom:
                         for a in n.names:
                             assigned.add(a.asname or a.name.split(".")[0])
-            for n in body:
-                for sub in ast.walk(n):
-                    if isinstance(sub, ast.Global):
-                        assigned -= set(sub.names)
+                    elif t is ast.Global:
+                        globals_.update(n.names)
+            assigned -= globals_
             for d in getattr(node, "decorator_list", []):
                 self._walk_nested(d, scope=scope, locals_=locals_, guard=guard, caught=caught, in_def=in_def)
             for sub in body:

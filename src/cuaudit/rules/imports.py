@@ -39,8 +39,8 @@ class _Model:
 
 def _model(ctx) -> _Model:
     def build() -> _Model:
-        def facts_for(art, member: str):
-            return ctx.fact(FACTS, art, member)
+        def facts_for(art, member: str, extractor: str):
+            return ctx.fact(extractor, art, member)
 
         uni, per = build_universe(ctx.artifacts, facts_for, ctx.environment)
         names = {i: {e.member: n for n, e in mods.items() if e.member} for i, mods in per.items()}
@@ -185,7 +185,7 @@ class SubmoduleNotBound(Rule):
     name = "submodule-not-bound"
     summary = "A public submodule is not an attribute of its package after importing the package"
     severity = Severity.WARNING
-    needs = (FACTS,)
+    needs = (FACTS, "extension_strings")
 
     def check(self, ctx) -> Iterator[Finding]:
         for t in _package_traps(ctx):
@@ -254,7 +254,7 @@ class GetattrMissesSubmodule(Rule):
     name = "getattr-misses-submodule"
     summary = "A module __getattr__ raises AttributeError for an importable submodule"
     severity = Severity.WARNING
-    needs = (FACTS,)
+    needs = (FACTS, "extension_strings")
 
     def check(self, ctx) -> Iterator[Finding]:
         m = _model(ctx)
@@ -320,7 +320,7 @@ class LazyTableMismatch(Rule):
     name = "lazy-table-mismatch"
     summary = "A lazy-loading table, its .pyi stub and the files on disk disagree"
     severity = Severity.WARNING
-    needs = (FACTS,)
+    needs = (FACTS, "extension_strings")
 
     def check(self, ctx) -> Iterator[Finding]:
         m = _model(ctx)
@@ -528,7 +528,7 @@ class SubmoduleAttributeAccess(Rule):
     name = "submodule-attribute-access"
     summary = "Code reaches a submodule through attributes without importing it"
     severity = Severity.WARNING
-    needs = (FACTS,)
+    needs = (FACTS, "extension_strings")
 
     def check(self, ctx) -> Iterator[Finding]:
         for t in _chain_traps(ctx):
@@ -603,7 +603,7 @@ class AttributeErrorAvailabilityCheck(Rule):
     name = "attribute-error-availability-check"
     summary = "An availability check catches AttributeError from an unimported submodule"
     severity = Severity.WARNING
-    needs = (FACTS,)
+    needs = (FACTS, "extension_strings")
 
     def check(self, ctx) -> Iterator[Finding]:
         seen: set[tuple] = set()
