@@ -33,10 +33,10 @@ from cuaudit.model import ArtifactKind
 # Only built-in modules here: anything else would pre-import what we test.
 _SCRIPT = r"""
 import sys
-paths = sys.argv[1].split("\0") if sys.argv[1] else []
+paths = sys.argv[1].split(sys.argv[2]) if sys.argv[1] else []
 sys.path[:0] = [p for p in paths if p]
-parent = sys.argv[2]
-subs = sys.argv[3:]
+parent = sys.argv[3]
+subs = sys.argv[4:]
 def say(*parts):
     sys.stdout.write("\t".join(str(p).replace("\t", " ").replace("\n", " ")[:400] for p in parts) + "\n")
     sys.stdout.flush()
@@ -131,12 +131,12 @@ def probe_submodules(
     """Probe every ``parent.sub`` of ``pairs`` (parent -> subs), one fresh interpreter per parent."""
     results: dict[tuple[str, str], ProbeResult] = {}
     runs: list[ProbeRun] = []
-    path_arg = "\0".join(sys_path)
+    path_arg = os.pathsep.join(sys_path)  # argv cannot hold NUL; PYTHONPATH's separator
     for parent in sorted(pairs):
         subs = sorted(set(pairs[parent]))
         if not subs:
             continue
-        cmd = [python, "-I", "-S", "-B", "-c", _SCRIPT, path_arg, parent, *subs]
+        cmd = [python, "-I", "-S", "-B", "-c", _SCRIPT, path_arg, os.pathsep, parent, *subs]
         shown = f"{shlex.quote(python)} -I -S -B -c <probe> {parent} {' '.join(subs)}"
         started = time.perf_counter()
         try:
