@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable, Iterable, Iterator
 
-from cuaudit.facts.python_source import ImportRecord, PythonSourceFacts, parse_python_source
+from cuaudit.facts.python_source import ImportRecord, PythonSourceFacts, parse_python_source, platform_allows
 from cuaudit.model import ArtifactKind
 
 _EXT = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z0-9_-]+)*\.(so|pyd)$")
@@ -248,7 +248,10 @@ class ModuleUniverse:
         self._stdlib_top = set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
         self._closure: dict[tuple[str, bool], frozenset[str]] = {}
         self._direct: dict[str, tuple[frozenset[str], bool]] = {}
-        self._strings: dict[str, tuple] = {}  # extension module -> how to get its dotted strings
+        self._strings: dict[str, tuple] = {}
+        #: the platform imports are evaluated for (the audited environment's, else this one's)
+        self.sys_platform = sys.platform
+        self.os_name = os.name  # extension module -> how to get its dotted strings
 
     # -- building ------------------------------------------------------------------------
     def add_artifact(self, artifact, facts_for: Callable[[object, str, str], object | None]) -> dict[str, ModuleEntry]:
@@ -335,6 +338,9 @@ class ModuleUniverse:
                 known = False
             else:
                 for imp in facts.module_level_imports():
+                    # urllib3: `if sys.platform == "emscripten": from .contrib.emscripten import ...`
+                    if imp.platform and not platform_allows(imp.platform, self.sys_platform, self.os_name):
+                        continue
                     out.update(self.imported_by(imp, name, entry.is_package))
                 for dyn in facts.dynamic_imports:
                     if dyn.startswith("."):

@@ -63,6 +63,8 @@ class ImportRecord:
     starts_line: bool  # the statement is the first thing on its line (an edit can go after it)
     indent: str  # the whitespace before the statement on its line
     caught: tuple[str, ...] = ()  # exceptions caught by the enclosing try blocks
+    #: platform tests around it, e.g. ("sys.platform == 'emscripten'",); see :func:`platform_allows`
+    platform: tuple[tuple[str, str, bool], ...] = ()
 
     @property
     def bound_name(self) -> str:
@@ -179,7 +181,7 @@ class PythonSourceExtractor(Extractor):
     """Module-level bindings, imports, ``__getattr__``, lazy tables and attribute chains."""
 
     name = "python_source"
-    version = 3
+    version = 4
 
     def applies(self, member: Member) -> bool:
         return member.kind in (MemberKind.PYTHON, MemberKind.STUB, MemberKind.BUILD) and member.path.endswith((".py", ".pyi"))
@@ -280,6 +282,42 @@ def _exc_names(handler: ast.ExceptHandler) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _platform_test(test: ast.AST) -> tuple[str, str] | None:
+    """``sys.platform == "emscripten"``, ``sys.platform.startswith("win")``, ``os.name == "nt"``."""
+    negate = False
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return None
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq)):
+        left, right = test.left, test.comparators[0]
+        negate = isinstance(test.ops[0], ast.NotEq)
+        if isinstance(left, ast.Attribute) and isinstance(left.value, ast.Name) and isinstance(right, ast.Constant) and isinstance(right.value, str):
+            what = f"{left.value.id}.{left.attr}"
+            if what in ("sys.platform", "os.name") and not negate:
+                return what, right.value
+    if isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and test.func.attr == "startswith":
+        base = test.func.value
+        if isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name) and f"{base.value.id}.{base.attr}" == "sys.platform":
+            if test.args and isinstance(test.args[0], ast.Constant) and isinstance(test.args[0].value, str):
+                return "sys.platform.startswith", test.args[0].value
+    return None
+
+
+def platform_allows(conditions: tuple[tuple[str, str, bool], ...], sys_platform: str, os_name: str) -> bool:
+    """Whether imports under these platform tests run on the given platform."""
+    for what, value, must in conditions:
+        if what == "sys.platform":
+            holds = sys_platform == value
+        elif what == "sys.platform.startswith":
+            holds = sys_platform.startswith(value)
+        elif what == "os.name":
+            holds = os_name == value
+        else:
+            continue
+        if holds != must:
+            return False
+    return True
+
+
 def _is_type_checking(test: ast.AST) -> bool:
     if isinstance(test, ast.Name):
         return test.id == "TYPE_CHECKING"
@@ -325,7 +363,8 @@ class _Visitor:
         self.lazy: LazyAttach | None = None
         self.lazy_modules: set[str] = set()  # local names of the lazy_loader module
         self.lazy_funcs: dict[str, str] = {}  # local name -> attach | attach_stub
-        self.loop_vars: dict[str, tuple[str, ...]] = {}  # module-level for-loop variable -> its strings
+        self.loop_vars: dict[str, tuple[str, ...]] = {}
+        self.platform: list[tuple[str, str, bool]] = []  # enclosing (what, value, must_equal)  # module-level for-loop variable -> its strings
 
     # -- positions -----------------------------------------------------------------
     def _col(self, line: int, byte_col: int) -> int:
@@ -373,6 +412,7 @@ class _Visitor:
     def _record_import(self, node: ast.Import | ast.ImportFrom, scope: str, conditional: bool, type_checking: bool, caught: tuple[str, ...]) -> list[ImportRecord]:
         starts, indent = self._starts_line(node)
         common = dict(
+            platform=tuple(self.platform),
             line=node.lineno,
             column=self._col(node.lineno, node.col_offset),
             end_line=node.end_lineno or node.lineno,
@@ -443,8 +483,15 @@ class _Visitor:
                     self._dynamic_value(value, line)
             elif isinstance(node, ast.If):
                 tc = _is_type_checking(node.test)
+                plat = _platform_test(node.test)
+                if plat:
+                    self.platform.append((plat[0], plat[1], True))
                 self._module_block(node.body, conditional=True, type_checking=type_checking or tc, caught=caught)
+                if plat:
+                    self.platform[-1] = (plat[0], plat[1], False)
                 self._module_block(node.orelse, conditional=True, type_checking=type_checking, caught=caught)
+                if plat:
+                    self.platform.pop()
             elif isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
                 names = tuple(n for h in node.handlers for n in _exc_names(h))
                 self._module_block(node.body, conditional=True, type_checking=type_checking, caught=caught + names)
