@@ -326,10 +326,18 @@ class ModuleUniverse:
                 # a compiled module imports by name: every dotted string naming a known module counts
                 art, member, facts_for = self._strings[name]
                 found = facts_for(art, member, "extension_strings")
+                idents = set(getattr(found, "identifiers", ()))
+                packages = {name.rpartition(".")[0]} if "." in name else set()
                 for dotted in getattr(found, "dotted", ()):
                     if dotted in self.entries and dotted != name:
                         parts = dotted.split(".")
                         out.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+                        packages.add(dotted)
+                # `from pkg import sub` in Cython: "pkg" and "sub" are separate strings
+                for pkg in packages:
+                    for child in self.children.get(pkg, ()):
+                        if child in idents and f"{pkg}.{child}" != name:
+                            out.add(f"{pkg}.{child}")
         elif entry.kind == "namespace":
             pass
         else:
@@ -542,6 +550,11 @@ def public_submodules(universe: ModuleUniverse, modules: dict[str, ModuleEntry])
 def build_universe(artifacts: list, facts_for: Callable[[object, str, str], object | None], environment=None, *, stdlib: bool = True) -> tuple[ModuleUniverse, dict[int, dict[str, ModuleEntry]]]:
     """The universe of a set of artifacts: given ones first, installed ones next, then the stdlib."""
     uni = ModuleUniverse(stdlib_dir(environment) if stdlib else None)
+    if environment is not None and environment.platform:
+        # sysconfig platform -> sys.platform, for `if sys.platform == ...` around imports
+        plat = environment.platform
+        uni.sys_platform = "win32" if plat.startswith("win") else "darwin" if plat.startswith("macosx") else "linux" if plat.startswith("linux") else uni.sys_platform
+        uni.os_name = "nt" if uni.sys_platform == "win32" else "posix"
     per: dict[int, dict[str, ModuleEntry]] = {}
     ordered = sorted(range(len(artifacts)), key=lambda i: artifacts[i].ref.kind is ArtifactKind.INSTALLED)
     for i in ordered:

@@ -30,9 +30,12 @@ MAX_SIZE = 256 * 1024**2
 
 @dataclass(frozen=True)
 class ExtensionModuleStrings:
-    """Dotted identifiers (``a.b``, ``a.b.c``) found in an extension module."""
+    """Dotted identifiers (``a.b``, ``a.b.c``) found in an extension module, and the
+    plain identifiers stored as separate C strings (Cython's ``from a import b``
+    keeps ``a`` and ``b`` apart: ``cupy/_core/fusion.so`` holds ``new_fusion``)."""
 
     dotted: tuple[str, ...]
+    identifiers: tuple[str, ...] = ()
 
 
 def is_extension_module_name(path: str) -> bool:
@@ -41,6 +44,13 @@ def is_extension_module_name(path: str) -> bool:
         return True
     stem = name[:-3] if name.endswith(".so") else ""
     return bool(stem) and stem.isidentifier() and not stem.startswith("lib")
+
+
+_IDENT = re.compile(rb"(?<=\x00)[A-Za-z_][A-Za-z0-9_]{1,64}(?=\x00)")
+
+
+def identifier_strings(data: bytes) -> tuple[str, ...]:
+    return tuple(sorted({m.group().decode("ascii") for m in _IDENT.finditer(data)}))
 
 
 def dotted_strings(data: bytes) -> tuple[str, ...]:
@@ -64,7 +74,7 @@ def dotted_strings(data: bytes) -> tuple[str, ...]:
 
 class ExtensionStringsExtractor(Extractor):
     name = "extension_strings"
-    version = 1
+    version = 2
 
     def applies(self, member: Member) -> bool:
         return member.kind is MemberKind.ELF and member.size <= MAX_SIZE and is_extension_module_name(member.path)
@@ -90,7 +100,8 @@ class ExtensionStringsExtractor(Extractor):
                         chunks.append(stream.read(size))
             except (ELFError, ValueError, OSError) as exc:
                 raise InputError("CU005", f"{reader.path}: unreadable ELF ({exc})") from exc
-            return ExtensionModuleStrings(dotted_strings(b"\0".join(chunks)))
+            data = b"\0".join(chunks)
+            return ExtensionModuleStrings(dotted_strings(data), identifier_strings(data))
         finally:
             if mm is not None:
                 mm.close()
