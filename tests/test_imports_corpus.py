@@ -105,12 +105,15 @@ def _download(names: tuple[str, ...]) -> list[Path]:
 
 
 def _venv(where: Path, wheels: list[Path]) -> Path:
+    """A virtual environment with the wheels installed (unpacked as pip does for pure wheels)."""
+    import sysconfig
+    import zipfile
+
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True, capture_output=True)
-    subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(where / "bin" / "python"), "install", "-q", "--no-deps",
-         "--no-index", *map(str, wheels)],
-        check=True, capture_output=True, text=True,
-    )
+    site = Path(sysconfig.get_paths(vars={"base": str(where), "platbase": str(where)})["purelib"])
+    for whl in wheels:
+        with zipfile.ZipFile(whl) as zf:
+            zf.extractall(site)
     return where
 
 

@@ -21,6 +21,7 @@ imports are then unknown); only a file that is not text at all is a CU006.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Mapping
 
@@ -184,7 +185,11 @@ class PythonSourceExtractor(Extractor):
     version = 4
 
     def applies(self, member: Member) -> bool:
-        return member.kind in (MemberKind.PYTHON, MemberKind.STUB, MemberKind.BUILD) and member.path.endswith((".py", ".pyi"))
+        if member.kind not in (MemberKind.PYTHON, MemberKind.STUB, MemberKind.BUILD) or not member.path.endswith((".py", ".pyi")):
+            return False
+        # A package's own test suite (pkg/tests/..., pkg/sub/tests/...) is never imported by
+        # the package and is not API: numpy 2.0 ships 40% of its .py files there.
+        return not _IN_PACKAGE_TESTS.search(member.path)
 
     def extract(self, reader: MemberReader) -> PythonSourceFacts:
         return parse_python_source(reader.text())
@@ -208,6 +213,7 @@ def parse_python_source(text: str) -> PythonSourceFacts:
 # -- implementation ------------------------------------------------------------------------
 
 _CATCH_ALL = ("AttributeError", "Exception", "BaseException", "*")
+_IN_PACKAGE_TESTS = re.compile(r"[^/]+/(tests|test)/")
 
 
 def _strings(node: ast.AST | None, tables: Mapping[str, tuple[str, ...]]) -> tuple[str, ...] | None:
