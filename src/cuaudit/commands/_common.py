@@ -114,6 +114,8 @@ def emit(report: Any, args: argparse.Namespace) -> int:
         n = write_baseline(args.write_baseline, report.findings)
         print(f"cuaudit: wrote {n} findings to baseline {args.write_baseline}", file=sys.stderr)
         return 0
+    # Reports state the exit status (SARIF invocation.exitCode, JSON summary.exit_code).
+    report.exit_zero = bool(args.exit_zero)
     stream = sys.stdout
     color = use_color(args, stream)
     if args.format == "text":
@@ -131,4 +133,4 @@ def emit(report: Any, args: argparse.Namespace) -> int:
     else:
         stream.write(text)
         stream.flush()
-    return 0 if args.exit_zero else report.exit_code()
+    return report.exit_code()

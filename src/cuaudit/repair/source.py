@@ -2,6 +2,8 @@
 
 Only files of source trees and single files named on the command line are
 ever changed: wheels, sdists and installed distributions are not sources.
+For an sdist, ``--diff`` still shows the edits (against the member as it is
+in the archive, ``a/<sdist>/<member>``); ``--fix`` leaves the archive alone.
 Edits of one file are applied from the end backwards; an edit that overlaps
 one already taken is left for the next run (as ruff does).
 """
@@ -45,6 +47,7 @@ def apply_edits(text: str, edits: list[Edit]) -> str:
 def apply_fixes(report, *, unsafe: bool = False, write: bool = True) -> FixResult:
     allowed = {Applicability.SAFE} | ({Applicability.UNSAFE} if unsafe else set())
     per_file: dict[str, list[Finding]] = {}
+    archived: dict[str, tuple[str, str]] = {}  # display path -> (sdist path, member)
     for f in report.findings:
         if f.fix is None or not f.fix.edits or f.fix.applicability not in allowed:
             continue
@@ -53,6 +56,12 @@ def apply_fixes(report, *, unsafe: bool = False, write: bool = True) -> FixResul
             base = art.path
         elif art.kind is ArtifactKind.FILE:
             base = os.path.dirname(art.path)
+        elif art.kind is ArtifactKind.SDIST:
+            member = f.fix.edits[0].member
+            display = f"{os.path.basename(art.path)}/{member}"
+            archived[display] = (art.path, member)
+            per_file.setdefault(display, []).append(f)
+            continue
         else:
             continue
         for e in f.fix.edits:
@@ -64,8 +73,13 @@ def apply_fixes(report, *, unsafe: bool = False, write: bool = True) -> FixResul
     for path, findings in sorted(per_file.items()):
         if not findings:
             continue
-        with open(path, encoding="utf-8", newline="") as fh:
-            before = fh.read()
+        if path in archived:
+            before = _archived_text(*archived[path])
+            if before is None:
+                continue
+        else:
+            with open(path, encoding="utf-8", newline="") as fh:
+                before = fh.read()
         taken: list[tuple[int, int]] = []
         edits: list[Edit] = []
         lines = before.splitlines(keepends=True)
@@ -82,10 +96,27 @@ def apply_fixes(report, *, unsafe: bool = False, write: bool = True) -> FixResul
         after = apply_edits(before, edits)
         if after == before:
             continue
-        rel = os.path.relpath(path)
+        rel = path if path in archived else os.path.relpath(path)
         result.diff += "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True), f"a/{rel}", f"b/{rel}"))
+        if path in archived:
+            # An archive is not a source: its fixes are shown, never written (nor counted as fixed).
+            result.fixed = [f for f in result.fixed if f not in findings]
+            continue
         result.files.append(path)
         if write:
             with open(path, "w", encoding="utf-8", newline="") as fh:
                 fh.write(after)
     return result
+
+
+def _archived_text(archive: str, member: str) -> str | None:
+    """A member of an sdist as text, read in place (None when it cannot be read)."""
+    from cuaudit.inputs import resolve
+
+    try:
+        art = resolve([archive])[0]
+        with art.open_member(member) as fh:
+            data = fh.read()
+        return data.decode("utf-8")
+    except (OSError, KeyError, UnicodeDecodeError, ValueError):
+        return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 from itertools import groupby
 from typing import TYPE_CHECKING
 
@@ -14,11 +15,20 @@ if TYPE_CHECKING:  # pragma: no cover
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
 
+def _shown_path(path: str) -> str:
+    """A path as the user would type it: relative when under the working directory."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:  # another drive
+        return path
+    return path if rel.startswith("..") or os.path.isabs(rel) else rel
+
+
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def summary_line(report: "Report") -> str:
+def summary_line(report: "Report", *, timing: bool = True) -> str:
     c = report.counts()
     total = len(report.findings)
     if total == 0:
@@ -37,7 +47,7 @@ def summary_line(report: "Report") -> str:
         extra.append(f"{_plural(len(report.probes), 'probe')} ran audited code")
     if extra:
         head += f" [{', '.join(extra)}]"
-    secs = report.stats.get("seconds")
+    secs = report.stats.get("seconds") if timing else None
     if secs is not None:
         head += f" in {secs:.2f}s"
     return head + "."
@@ -66,7 +76,7 @@ def render(report: "Report", *, color: bool = False, verbose: bool = False) -> s
 
     for ref, group in groupby(report.findings, key=artifact_key):
         items = list(group)
-        title = ref.display if ref.kind is not ArtifactKind.INSTALLED else f"{ref.name} {ref.version}"
+        title = _shown_path(ref.path) if ref.kind is not ArtifactKind.INSTALLED else f"{ref.name} {ref.version}"
         kind = {ArtifactKind.INSTALLED: "installed", ArtifactKind.WHEEL: "wheel", ArtifactKind.SDIST: "sdist",
                 ArtifactKind.TREE: "tree", ArtifactKind.FILE: "file"}[ref.kind]
         console.print(Text.assemble((title, "bold underline"), f"  ({kind}, {_plural(len(items), 'finding')})"))
@@ -87,11 +97,12 @@ def render(report: "Report", *, color: bool = False, verbose: bool = False) -> s
                     line.append(f" [{loc.symbol}]", style="magenta")
                 if f.origin != "static":
                     line.append(f" ({f.origin})", style="green")
-                line.append(" " + f.message)
+                # continuation lines of a message stay inside its finding
+                line.append(" " + f.message.replace("\n", "\n      "))
                 console.print(line)
                 if f.fix is not None:
                     fix = Text("      fix: ", style="green")
-                    fix.append(f.fix.description)
+                    fix.append(f.fix.description.replace("\n", "\n      "))
                     if f.fix.edits:
                         fix.append(f" [{f.fix.applicability} autofix]", style="dim")
                     console.print(fix)
