@@ -398,3 +398,18 @@ def test_rule_docs_have_all_sections():
     for code in ("CU101", "CU102", "CU103", "CU104", "CU105"):
         doc = get(code).doc()
         assert all(doc.sections.get(s) for s in DOC_SECTIONS), code
+
+
+def test_probe_confirms_code_side_findings(tree_factory, wheel_factory):
+    whl = wheel_factory("tricky", "1.0", {
+        "tricky/__init__.py": "from . import helper\n",
+        "tricky/helper.py": "import importlib\nimportlib.import_module('tricky' + '.late')\n",
+        "tricky/late.py": "", "tricky/never.py": "",
+    })
+    tree = tree_factory({"app.py": "import concurrent\nimport tricky\nconcurrent.futures.Future\ntricky.late\ntricky.never\n"})
+    static = run([tree, whl], select=("CU104",))
+    assert sorted(f.key for f in static.findings) == ["concurrent.futures", "tricky.late", "tricky.never"]
+    probed = run([tree, whl], select=("CU104",), probe=True)
+    got = {f.key: f for f in probed.findings}
+    assert sorted(got) == ["concurrent.futures", "tricky.never"]  # tricky.late exists at run time
+    assert all(f.origin == "probe" and "Confirmed by --probe" in f.message for f in got.values())

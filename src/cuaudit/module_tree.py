@@ -69,6 +69,14 @@ class ModuleEntry:
     def is_package(self) -> bool:
         return self.kind in ("package", "namespace")
 
+    @property
+    def display(self) -> str:
+        """How messages name the module's file."""
+        if self.origin == "stdlib":
+            rel = self.name.replace(".", "/") + ("/__init__.py" if self.kind == "package" else ".py")
+            return f"{rel} (standard library)"
+        return self.member or self.name
+
 
 def module_name_of(path: str) -> tuple[str, str] | None:
     """(dotted name, kind) for a member path relative to an import root, or None.
@@ -467,31 +475,32 @@ class ModuleUniverse:
             return Reach("imported", f"{full} is imported when {parent} is", full)
         if entry is None:
             return Reach("unknown", f"{parent} is not known")
+        where = entry.display
         if entry.kind == "extension":
             return Reach("unknown", f"{parent} is an extension module")
         if entry.kind == "namespace":
             return Reach("trap", f"{parent} is a namespace package: it binds none of its submodules")
         f = entry.facts
         if f is None or f.syntax_error is not None:
-            return Reach("unknown", f"{entry.member} could not be read")
+            return Reach("unknown", f"{where} could not be read")
         if deleted:
             handled, g = self.lazy_names(parent)
             if g is not None and sub in handled:
-                return Reach("getattr", f"{entry.member}:{g.line} __getattr__ serves {sub!r}", full)
-            return Reach("trap", f"{entry.member}:{deleted[-1]} deletes {sub} (`del {sub}`) after importing it")
+                return Reach("getattr", f"{where}:{g.line} __getattr__ serves {sub!r}", full)
+            return Reach("trap", f"{where}:{deleted[-1]} deletes {sub} (`del {sub}`) after importing it")
         if sub in f.bound_names():
             b = next(b for b in f.bindings if b.name == sub)
-            return Reach("bound", f"{entry.member}:{b.line} binds {sub}", self.binding_target(parent, sub))
+            return Reach("bound", f"{where}:{b.line} binds {sub}", self.binding_target(parent, sub))
         if f.dynamic:
             line, what = f.dynamic[0]
-            return Reach("unknown", f"{entry.member}:{line} binds names dynamically ({what})")
+            return Reach("unknown", f"{where}:{line} binds names dynamically ({what})")
         for imp in f.star_imports:
             src = self.resolve(imp, parent, entry.is_package)
             names = self.exported(src) if src else None
             if names is None:
-                return Reach("unknown", f"{entry.member}:{imp.line} star-imports from {src or '?'}, whose names are not known")
+                return Reach("unknown", f"{where}:{imp.line} star-imports from {src or '?'}, whose names are not known")
             if sub in names:
-                return Reach("bound", f"{entry.member}:{imp.line} star-imports {sub} from {src}")
+                return Reach("bound", f"{where}:{imp.line} star-imports {sub} from {src}")
         handled, g = self.lazy_names(parent)
         if g is not None:
             if f.getattr is not None and f.getattr.delegate and sub not in handled and sub not in g.raising:
@@ -499,16 +508,16 @@ class ModuleUniverse:
                 if target and target != parent and depth < 4:
                     inner = self.reach(target, sub, imported | self.closure([target]), depth + 1)
                     if inner.works:
-                        return Reach("getattr", f"{entry.member}:{g.line} __getattr__ forwards to {target}, which has {sub!r}", full)
+                        return Reach("getattr", f"{where}:{g.line} __getattr__ forwards to {target}, which has {sub!r}", full)
                     if inner.is_trap:
-                        return Reach("getattr-trap", f"{entry.member}:{g.line} __getattr__ forwards to {target}, which has no {sub!r} ({inner.detail})")
-                return Reach("unknown", f"{entry.member}:{g.line} __getattr__ forwards to {f.getattr.delegate}")
+                        return Reach("getattr-trap", f"{where}:{g.line} __getattr__ forwards to {target}, which has no {sub!r} ({inner.detail})")
+                return Reach("unknown", f"{where}:{g.line} __getattr__ forwards to {f.getattr.delegate}")
             if sub in handled or g.generic:
-                return Reach("getattr", f"{entry.member}:{g.line} __getattr__ serves {sub!r}", full)
+                return Reach("getattr", f"{where}:{g.line} __getattr__ serves {sub!r}", full)
             if g.fallback == "AttributeError" or sub in g.raising:
-                return Reach("getattr-trap", f"{entry.member}:{g.line} __getattr__ raises AttributeError for {sub!r}")
-            return Reach("unknown", f"{entry.member}:{g.line} __getattr__ may serve {sub!r}")
-        return Reach("trap", f"{entry.member} neither binds nor imports {sub}")
+                return Reach("getattr-trap", f"{where}:{g.line} __getattr__ raises AttributeError for {sub!r}")
+            return Reach("unknown", f"{where}:{g.line} __getattr__ may serve {sub!r}")
+        return Reach("trap", f"{where} neither binds nor imports {sub}")
 
 
 @dataclass(frozen=True)

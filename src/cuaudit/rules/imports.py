@@ -17,6 +17,7 @@ package-side findings in a clean interpreter (:mod:`cuaudit.probe.imports`).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -102,25 +103,34 @@ def _package_traps(ctx) -> list[_PackageTrap]:
 
 
 def _run_probe(ctx, m: _Model, pairs: dict[int, list[tuple[str, str]]]) -> dict[tuple[str, str], Any]:
+    """Probe results for the (parent, sub) pairs; each pair is probed once per audit."""
     from cuaudit.engine import ProbeRecord
     from cuaudit.probe.imports import ProbeTree, default_python, probe_submodules
 
+    cache: dict[tuple[str, str], Any] = ctx.memo("imports.probe_results", dict)
     by_parent: dict[str, list[str]] = {}
     for plist in pairs.values():
         for parent, sub in plist:
-            by_parent.setdefault(parent, []).append(sub)
-    python = default_python(ctx.environment)
-    with ProbeTree(ctx.artifacts, m.modules, ctx.environment) as sys_path:
-        results, runs = probe_submodules(python, sys_path, by_parent, timeout=ctx.config.probe_timeout)
-    for run in runs:
-        ctx.record_probe(ProbeRecord(what=f"import {run.parent}; {run.parent}.<submodule>", command=run.command, seconds=round(run.seconds, 3), outcome=run.outcome))
-    return results
+            if (parent, sub) not in cache:
+                by_parent.setdefault(parent, []).append(sub)
+    if by_parent:
+        python = default_python(ctx.environment)
+        with ProbeTree(ctx.artifacts, m.modules, ctx.environment) as sys_path:
+            results, runs = probe_submodules(python, sys_path, by_parent, timeout=ctx.config.probe_timeout)
+        cache.update(results)
+        for run in runs:
+            ctx.record_probe(ProbeRecord(what=f"import {run.parent}; {run.parent}.<submodule>", command=run.command, seconds=round(run.seconds, 3), outcome=run.outcome))
+    return {pair: cache[pair] for plist in pairs.values() for pair in plist if pair in cache}
 
 
 def _probe_evidence(t: _PackageTrap) -> dict[str, Any]:
     if t.probe is None:
         return {}
     return {"probe": {"status": t.probe.status, "exception": t.probe.exception, "message": t.probe.message}}
+
+
+def _origin(t) -> str:
+    return "probe" if t.probe is not None and t.probe.status == "trap" else "static"
 
 
 def _probe_suffix(t: _PackageTrap) -> str:
@@ -252,7 +262,7 @@ class GetattrMissesSubmodule(Rule):
 
     code = "CU102"
     name = "getattr-misses-submodule"
-    summary = "A module __getattr__ raises AttributeError for an importable submodule"
+    summary = "A module `__getattr__` raises AttributeError for an importable submodule"
     severity = Severity.WARNING
     needs = (FACTS, "extension_strings")
 
@@ -318,7 +328,7 @@ class LazyTableMismatch(Rule):
 
     code = "CU103"
     name = "lazy-table-mismatch"
-    summary = "A lazy-loading table, its .pyi stub and the files on disk disagree"
+    summary = "A lazy-loading table, its `.pyi` stub and the files on disk disagree"
     severity = Severity.WARNING
     needs = (FACTS, "extension_strings")
 
@@ -397,6 +407,7 @@ class _ChainTrap:
     module: str  # the deepest module of the chain (what to import)
     reach: Reach
     root_import: Any  # the ImportRecord that binds the chain's root
+    probe: Any = None  # ProbeResult of `import parent; parent.sub` with --probe
 
 
 def _chain_traps(ctx) -> list[_ChainTrap]:
@@ -410,6 +421,16 @@ def _chain_traps(ctx) -> list[_ChainTrap]:
                 if member.path.endswith(".pyi") or facts.syntax_error is not None or not facts.chains:
                     continue
                 out += _file_traps(uni, art, member.path, names.get(member.path), facts)
+        if ctx.config.probe and out:
+            # `import parent` alone, in a clean interpreter: does `parent.sub` raise?
+            probed = _run_probe(ctx, m, {-1: sorted({(t.parent, t.sub) for t in out})})
+            kept = []
+            for t in out:
+                p = probed.get((t.parent, t.sub))
+                if p is not None and p.status == "ok":
+                    continue  # reality says the attribute exists
+                kept.append(dataclasses.replace(t, probe=p))
+            out = kept
         return out
 
     return ctx.memo("imports.chain_traps", compute)
@@ -540,10 +561,12 @@ class SubmoduleAttributeAccess(Rule):
             yield self.finding(
                 Location(t.artifact.ref, t.member, ch.line, ch.column, ch.end_line, ch.end_column, symbol=t.module),
                 f"`{dotted}` reaches submodule {t.parent}.{t.sub} through attributes, but nothing imports it: "
-                f"{t.reach.detail}, so this raises `AttributeError: module '{t.parent}' has no attribute '{t.sub}'`",
+                f"{t.reach.detail}, so this raises `AttributeError: module '{t.parent}' has no attribute '{t.sub}'`"
+                f"{_probe_suffix(t)}",
                 fix=Fix(f"Add `import {t.module}`" + (f" after line {t.root_import.end_line}" if t.root_import else ""), edits, applicability),
-                evidence={"module": t.module, "parent": t.parent, "submodule": f"{t.parent}.{t.sub}", "why": t.reach.detail},
+                evidence={"module": t.module, "parent": t.parent, "submodule": f"{t.parent}.{t.sub}", "why": t.reach.detail, **_probe_evidence(t)},
                 key=f"{t.module}",
+                origin=_origin(t),
             )
 
 
@@ -629,6 +652,7 @@ class AttributeErrorAvailabilityCheck(Rule):
                     f"Import it and catch ImportError: `try: import {t.module} except ImportError: ...`, "
                     f"or test `importlib.util.find_spec({t.module!r}) is not None`."
                 ),
-                evidence={"module": t.module, "guard": ch.guard, "access_line": ch.line, "why": t.reach.detail},
+                evidence={"module": t.module, "guard": ch.guard, "access_line": ch.line, "why": t.reach.detail, **_probe_evidence(t)},
                 key=f"{t.module}:{ch.guard_line}",
+                origin=_origin(t),
             )
