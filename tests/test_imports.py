@@ -413,3 +413,19 @@ def test_probe_confirms_code_side_findings(tree_factory, wheel_factory):
     got = {f.key: f for f in probed.findings}
     assert sorted(got) == ["concurrent.futures", "tricky.never"]  # tricky.late exists at run time
     assert all(f.origin == "probe" and "Confirmed by --probe" in f.message for f in got.values())
+
+
+def test_annotations_and_type_checking_blocks_are_not_runtime_accesses():
+    lazy = parse_python_source(src("""
+        from __future__ import annotations
+        import concurrent
+        from typing import TYPE_CHECKING
+        if TYPE_CHECKING:
+            x = concurrent.futures.Future
+        y: concurrent.futures.Future = None
+        def f(a: concurrent.futures.Future) -> concurrent.futures.Future:
+            return a
+    """))
+    assert [c for c in lazy.chains if c.root == "concurrent"] == []
+    eager = parse_python_source("import concurrent\ny: concurrent.futures.Future = None\n")
+    assert [c.attrs for c in eager.chains] == [("futures", "Future")]

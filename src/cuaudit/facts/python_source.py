@@ -182,7 +182,7 @@ class PythonSourceExtractor(Extractor):
     """Module-level bindings, imports, ``__getattr__``, lazy tables and attribute chains."""
 
     name = "python_source"
-    version = 4
+    version = 5
 
     def applies(self, member: Member) -> bool:
         if member.kind not in (MemberKind.PYTHON, MemberKind.STUB, MemberKind.BUILD) or not member.path.endswith((".py", ".pyi")):
@@ -389,6 +389,10 @@ class _Visitor:
 
     # -- the walk ----------------------------------------------------------------------
     def run(self, tree: ast.Module, line_count: int, ends_nl: bool) -> PythonSourceFacts:
+        self.future_annotations = any(
+            isinstance(n, ast.ImportFrom) and n.module == "__future__" and any(a.name == "annotations" for a in n.names)
+            for n in tree.body
+        )
         self._module_block(tree.body, conditional=False, type_checking=False, caught=())
         for node in tree.body:
             self._walk_nested(node, scope="module", locals_=frozenset(), guard=None, caught=())
@@ -662,6 +666,19 @@ class _Visitor:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             if in_def:
                 self._record_import(node, scope, True, False, caught)
+            return
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for sub in node.orelse:  # the body never runs
+                self._walk_nested(sub, scope=scope, locals_=locals_, guard=guard, caught=caught, in_def=in_def)
+            return
+        if isinstance(node, ast.AnnAssign):
+            # annotations are not evaluated under `from __future__ import annotations`
+            # (and never for local variables)
+            parts = [node.target] + ([node.value] if node.value is not None else [])
+            if not self.future_annotations and not in_def:
+                parts.append(node.annotation)
+            for sub in parts:
+                self._walk_nested(sub, scope=scope, locals_=locals_, guard=guard, caught=caught, in_def=in_def)
             return
         if isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
             names = tuple(n for h in node.handlers for n in _exc_names(h))
