@@ -429,3 +429,9 @@ def test_annotations_and_type_checking_blocks_are_not_runtime_accesses():
     assert [c for c in lazy.chains if c.root == "concurrent"] == []
     eager = parse_python_source("import concurrent\ny: concurrent.futures.Future = None\n")
     assert [c.attrs for c in eager.chains] == [("futures", "Future")]
+
+
+def test_literal_dunder_import_counts_as_an_import(tree_factory):
+    # pip's vendored pkg_resources imports its packaging submodules with __import__('...')
+    tree = tree_factory({"m.py": "import concurrent\n__import__('concurrent.futures')\nconcurrent.futures.Future\n"})
+    assert run([tree]).findings == []

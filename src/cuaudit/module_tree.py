@@ -321,6 +321,21 @@ class ModuleUniverse:
                 out.append(cand)
         return out
 
+    def dynamic_targets(self, facts: PythonSourceFacts, importer: str, is_package: bool) -> set[str]:
+        """Modules named by literal ``importlib.import_module``/``__import__`` calls (with parents)."""
+        out: set[str] = set()
+        for dyn in facts.dynamic_imports:
+            if dyn.startswith("."):
+                pkg = importer if is_package else importer.rpartition(".")[0]
+                level = len(dyn) - len(dyn.lstrip("."))
+                base = pkg.split(".")[: len(pkg.split(".")) - (level - 1)]
+                target = ".".join(base + [dyn.lstrip(".")]) if dyn.lstrip(".") else ".".join(base)
+            else:
+                target = dyn
+            parts = [p for p in target.split(".") if p]
+            out.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+        return out
+
     def direct_imports(self, name: str) -> tuple[frozenset[str], bool]:
         """(modules imported by running ``name``'s module-level code, whether that is fully known)."""
         if name in self._direct:
@@ -358,16 +373,7 @@ class ModuleUniverse:
                     if imp.platform and not platform_allows(imp.platform, self.sys_platform, self.os_name):
                         continue
                     out.update(self.imported_by(imp, name, entry.is_package))
-                for dyn in facts.dynamic_imports:
-                    if dyn.startswith("."):
-                        pkg = name if entry.is_package else name.rpartition(".")[0]
-                        level = len(dyn) - len(dyn.lstrip("."))
-                        base = pkg.split(".")[: len(pkg.split(".")) - (level - 1)]
-                        target = ".".join(base + [dyn.lstrip(".")]) if dyn.lstrip(".") else ".".join(base)
-                    else:
-                        target = dyn
-                    parts = target.split(".")
-                    out.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+                out.update(self.dynamic_targets(facts, name, entry.is_package))
         result = (frozenset(out), known)
         self._direct[name] = result
         return result

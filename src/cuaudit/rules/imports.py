@@ -462,6 +462,8 @@ def _file_traps(uni: ModuleUniverse, art, path: str, own: str | None, facts) -> 
                 local[name] = None
         else:
             local[name] = (target, imp)
+    # pip's pkg_resources: `__import__('pip._vendor.packaging.version')` after `from pip._vendor import packaging`
+    imported |= uni.dynamic_targets(facts, importer, is_pkg)
     for b in facts.bindings:
         if b.kind not in ("import", "from") and b.name in local:
             local[b.name] = None  # rebound to something else at module level
