@@ -254,7 +254,7 @@ class ModuleUniverse:
         self.children: dict[str, set[str]] = {}
         self.stdlib_root = stdlib_root
         self._stdlib_top = set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
-        self._closure: dict[tuple[str, bool], frozenset[str]] = {}
+        self._closure: dict[str, frozenset[str]] = {}
         self._direct: dict[str, tuple[frozenset[str], bool]] = {}
         self._strings: dict[str, tuple] = {}
         #: the platform imports are evaluated for (the audited environment's, else this one's)
@@ -381,9 +381,8 @@ class ModuleUniverse:
     def closure(self, roots: Iterable[str]) -> frozenset[str]:
         """Every module imported, as far as the model knows, by importing ``roots``."""
         roots = tuple(sorted(set(roots)))
-        key = (roots, True)
-        if len(roots) == 1 and key in self._closure:
-            return self._closure[key]
+        if len(roots) == 1 and roots[0] in self._closure:
+            return self._closure[roots[0]]
         seen: set[str] = set()
         stack: list[str] = []
         for r in roots:
@@ -404,13 +403,8 @@ class ModuleUniverse:
             stack.extend(d for d in direct if d not in seen)
         result = frozenset(seen)
         if len(roots) == 1:
-            self._closure[key] = result
+            self._closure[roots[0]] = result
         return result
-
-    def closure_is_complete(self, closure: Iterable[str]) -> tuple[bool, list[str]]:
-        """Whether every module of a closure was read (extension modules' imports are not known)."""
-        opaque = [m for m in closure if (e := self.entries.get(m)) is not None and e.origin == "artifact" and (e.kind == "extension" or not self.direct_imports(m)[1])]
-        return (not opaque, sorted(opaque))
 
     # -- names ---------------------------------------------------------------------------------
     def exported(self, name: str, depth: int = 0) -> frozenset[str] | None:
