@@ -435,3 +435,23 @@ def test_literal_dunder_import_counts_as_an_import(tree_factory):
     # pip's vendored pkg_resources imports its packaging submodules with __import__('...')
     tree = tree_factory({"m.py": "import concurrent\n__import__('concurrent.futures')\nconcurrent.futures.Future\n"})
     assert run([tree]).findings == []
+
+
+def test_fix_adds_one_import_for_many_accesses_and_keeps_indentation(cli, tree_factory):
+    tree = tree_factory({"m.py": src("""
+        def f():
+            import concurrent
+            a = concurrent.futures.Future
+            b = concurrent.futures.wait
+            return a, b
+    """)})
+    rc, out, _ = cli("check", "--isolated", "--no-cache", "--select", "CU104", "--fix", tree)
+    assert (tree / "m.py").read_text() == src("""
+        def f():
+            import concurrent
+            import concurrent.futures
+            a = concurrent.futures.Future
+            b = concurrent.futures.wait
+            return a, b
+    """)
+    assert rc == 0

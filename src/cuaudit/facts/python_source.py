@@ -125,7 +125,7 @@ class AttributeChain:
     end_line: int
     end_column: int
     scope: str
-    shadowed: bool = False  # the root is a local name of the enclosing function
+    shadowed: bool = False  # the root is a parameter or assigned local of the enclosing function (imports are not)
     guard: str = ""
     guard_line: int = 0
     caught: tuple[str, ...] = ()
@@ -182,7 +182,7 @@ class PythonSourceExtractor(Extractor):
     """Module-level bindings, imports, ``__getattr__``, lazy tables and attribute chains."""
 
     name = "python_source"
-    version = 5
+    version = 6
 
     def applies(self, member: Member) -> bool:
         if member.kind not in (MemberKind.PYTHON, MemberKind.STUB, MemberKind.BUILD) or not member.path.endswith((".py", ".pyi")):
@@ -645,9 +645,6 @@ class _Visitor:
                     if t is ast.Name:
                         if type(n.ctx) is ast.Store:
                             assigned.add(n.id)
-                    elif t is ast.Import or t is ast.ImportFrom:
-                        for a in n.names:
-                            assigned.add(a.asname or a.name.split(".")[0])
                     elif t is ast.Global:
                         globals_.update(n.names)
             assigned -= globals_
