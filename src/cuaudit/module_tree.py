@@ -292,6 +292,10 @@ class ModuleUniverse:
                 self.entries[name] = entry
         return entry
 
+    def is_stdlib(self, name: str) -> bool:
+        entry = self.get(name)
+        return entry is not None and entry.origin == "stdlib"
+
     def exists(self, name: str) -> bool:
         return self.get(name) is not None
 

@@ -115,7 +115,10 @@ def _run_probe(ctx, m: _Model, pairs: dict[int, list[tuple[str, str]]]) -> dict[
                 by_parent.setdefault(parent, []).append(sub)
     if by_parent:
         python = default_python(ctx.environment)
-        with ProbeTree(ctx.artifacts, m.modules, ctx.environment) as sys_path:
+        # standard-library parents need none of the audited artifacts (no wheel is unpacked)
+        stdlib_only = all(m.universe.is_stdlib(parent) for parent in by_parent)
+        artifacts = [] if stdlib_only else ctx.artifacts
+        with ProbeTree(artifacts, m.modules, None if stdlib_only else ctx.environment) as sys_path:
             results, runs = probe_submodules(python, sys_path, by_parent, timeout=ctx.config.probe_timeout)
         cache.update(results)
         for run in runs:
