@@ -470,11 +470,21 @@ class ModuleUniverse:
             handled |= stub_subs | stub_attrs
         return handled, GetattrSummary(g.line, g.generic, g.fallback, tuple(g.raising), g.source, tuple(sorted(stub_subs)))
 
-    def reach(self, parent: str, sub: str, imported: frozenset[str], depth: int = 0) -> Reach:
-        """Is ``parent.sub`` an attribute once the modules in ``imported`` (a closure) are imported?"""
+    def reach(self, parent: str, sub: str, imported: frozenset[str] | Callable[[], frozenset[str]], depth: int = 0) -> Reach:
+        """Is ``parent.sub`` an attribute once the modules in ``imported`` (a closure) are imported?
+
+        ``imported`` may be a function computing the closure: it is only called when the
+        parent does not bind the name itself (``os.path`` needs no closure).
+        """
         full = f"{parent}.{sub}"
         entry = self.get(parent)
-        deleted = [line for name, line in (entry.facts.deleted if entry and entry.facts else ()) if name == sub]
+        facts = entry.facts if entry is not None and entry.kind in ("package", "module") else None
+        deleted = [line for name, line in (facts.deleted if facts else ()) if name == sub]
+        if facts is not None and facts.syntax_error is None and not deleted and sub in facts.bound_names():
+            b = next(b for b in facts.bindings if b.name == sub)
+            return Reach("bound", f"{entry.display}:{b.line} binds {sub}", self.binding_target(parent, sub))
+        if callable(imported):
+            imported = imported()
         if full in imported and not deleted:
             return Reach("imported", f"{full} is imported when {parent} is", full)
         if entry is None:
@@ -510,7 +520,7 @@ class ModuleUniverse:
             if f.getattr is not None and f.getattr.delegate and sub not in handled and sub not in g.raising:
                 target = self.binding_target(parent, f.getattr.delegate)
                 if target and target != parent and depth < 4:
-                    inner = self.reach(target, sub, imported | self.closure([target]), depth + 1)
+                    inner = self.reach(target, sub, lambda: imported | self.closure([target]), depth + 1)
                     if inner.works:
                         return Reach("getattr", f"{where}:{g.line} __getattr__ forwards to {target}, which has {sub!r}", full)
                     if inner.is_trap:

@@ -472,14 +472,27 @@ def _file_traps(uni: ModuleUniverse, art, path: str, own: str | None, facts) -> 
             local[b.name] = None  # rebound to something else at module level
     if own:
         imported.add(own.split(".")[0])  # this module runs inside its own package
-    closure: set[str] = set()
+    # The standard library never imports third-party modules: its (large) import graph is
+    # only followed when a chain starts at a standard-library module.
+    third_party: set[str] = set(imported)
+    std_roots: list[str] = []
     for mod in imported:
-        if uni.exists(mod):
-            closure |= uni.closure([mod])
-        else:
-            closure.add(mod)
-    closure_f = frozenset(closure)
+        if uni.is_stdlib(mod):
+            std_roots.append(mod)
+        elif uni.exists(mod):
+            third_party |= uni.closure([mod])
+    closures: dict[bool, frozenset[str]] = {False: frozenset(third_party)}
+
+    def closure_for(module: str) -> frozenset[str]:
+        std = uni.is_stdlib(module)
+        if std not in closures:
+            found = set(third_party)
+            for mod in std_roots:
+                found |= uni.closure([mod])
+            closures[std] = frozenset(found)
+        return closures[std]
     out: list[_ChainTrap] = []
+    own_top = own.split(".")[0] if own else None
     for ch in facts.chains:
         if ch.shadowed:
             continue
@@ -487,13 +500,18 @@ def _file_traps(uni: ModuleUniverse, art, path: str, own: str | None, facts) -> 
         if not bound:
             continue
         cur, imp = bound
+        if own_top and cur.split(".")[0] == own_top and ch.scope != "module":
+            # A package reaching its own modules from inside a function runs after the
+            # package has loaded much more (torch._inductor does it to break import cycles):
+            # only module-level accesses are certain to run with nothing else imported.
+            continue
         if not uni.exists(cur):
             continue
         for depth, attr in enumerate(ch.attrs):
             cand = f"{cur}.{attr}"
             if not uni.exists(cand):
                 break  # an ordinary attribute, not a submodule
-            r = uni.reach(cur, attr, closure_f)
+            r = uni.reach(cur, attr, lambda c=cur: closure_for(c))
             if r.works:
                 if r.status == "bound" and r.target != cand:
                     break  # bound to something else: we no longer know what the chain is
