@@ -363,3 +363,17 @@ def test_archs_formats(wheel_factory, cli):
     assert module["sass"] == ["sm_50"] and module["entries"][0]["compression"] == "none"
     rc, out, _ = cli("archs", "--no-cache", "--format", "cuobjdump", str(whl))
     assert "ELF file    1: _k.cpython-311-x86_64-linux-gnu.1.sm_50.cubin" in out
+
+
+def test_cu_sources_in_a_wheel_alone_are_weak_evidence(tmp_path):
+    # numba-cuda ships memsys.cu for run-time compilation: CU510 must not be an error on that alone
+    from conftest import compile_so, make_wheel
+
+    so = compile_so(tmp_path, "_host.so", "int host_only(void) { return 0; }\n")
+    whl = make_wheel(tmp_path, "demo", "1.0", {"demo/_host.cpython-311-x86_64-linux-gnu.so": so.read_bytes(), "demo/kernels/memsys.cu": "__global__ void k() {}\n"},
+                     tag="cp311-cp311-linux_x86_64")
+    report = audit([str(whl)], config=Config(select=("CU510",), cache=False))
+    assert [(f.code, str(f.severity)) for f in report.findings] == [("CU510", "info")]
+    tagged = make_wheel(tmp_path, "demo", "1.0+cu121", {"demo/_host.cpython-311-x86_64-linux-gnu.so": so.read_bytes()}, tag="cp311-cp311-linux_x86_64")
+    strong = audit([str(tagged)], config=Config(select=("CU510",), cache=False))
+    assert [(f.code, str(f.severity)) for f in strong.findings] == [("CU510", "error")]

@@ -493,18 +493,31 @@ def test_text_groups_by_artifact_and_member_with_a_summary_line(report, inputs):
     assert lines[-1].startswith("Found 9 findings (3 error, 3 warning, 3 info) in 4 artifacts [1 skipped")
     assert "1 probe ran audited code" in lines[-1]
     heads = [ln for ln in lines if ln and not ln.startswith(" ")][:-2]  # less the probes and summary
-    # one heading per artifact, in the findings' order (artifact path), with its kind and count
-    assert heads == [
+    # one heading per artifact with its kind and count; artifacts with errors first, then by path
+    assert sorted(heads) == sorted([
         f"dist/{inputs['wheel'].name}  (wheel, 4 findings)",
         "report-fixture-inst 2.0  (installed, 2 findings)",
         "src  (tree, 2 findings)",  # paths under the working directory are shown relative
         "dist/missing-1.0-py3-none-any.whl  (file, 1 finding)",
-    ]
+    ])
+    worst = {ref: max(f.severity for f in report.findings if f.location.artifact == ref) for ref in report.artifacts}
+    shown_order = [next(r for r in report.artifacts if (r.name and h.startswith(r.name)) or r.path.endswith(h.split("  (")[0].split("/")[-1])) for h in heads]
+    assert [worst[r] for r in shown_order] == sorted((worst[r] for r in shown_order), reverse=True)
     i = lines.index("  pkg/mod.py")
     assert lines[i + 1].startswith("    2:5 CU099 warning cupy.cuda.nccl")
     assert lines[i + 2] == "      fix: import the submodule [safe autofix]"
     assert "    CU099 error [libcublas.so.12] DT_NEEDED libcublas.so.12" in out
     assert "(probe)" in out  # findings confirmed by a probe say so
+
+
+def test_text_tallies_info_findings_past_the_limit_unless_verbose(report, monkeypatch):
+    monkeypatch.setattr(text, "INFO_LIST_LIMIT", 1)
+    out = text.render(report, color=False)
+    infos = [f for f in report.findings if str(f.severity) == "info"]
+    assert f"{len(infos)} info findings not listed (CU099 \u00d7{len(infos)}); -v lists them." in out
+    assert not any(f.message in out for f in infos if f.message not in {g.message for g in report.findings if g not in infos})
+    verbose = text.render(report, color=False, verbose=True)
+    assert "not listed" not in verbose and all(f.message.splitlines()[0] in verbose for f in infos)
 
 
 def test_text_colour_only_when_asked(report):

@@ -19,6 +19,12 @@ class ConfigError(Exception):
     """A usage error in the configuration (exit 2)."""
 
 
+#: Allow-lists that hold out of the box.  libtorch_global_deps.so exists only to be preloaded
+#: (torch/__init__.py loads it RTLD_GLOBAL so that CUDA libraries come in first): its DT_NEEDED
+#: entries are its purpose, not over-linking (seen on the GPU machine with torch 2.11).
+DEFAULT_ALLOW: Mapping[str, tuple[str, ...]] = {"preload-libraries": ("libtorch_global_deps.so",)}
+
+
 @dataclass(frozen=True)
 class Config:
     select: tuple[str, ...] = ("ALL",)
@@ -36,7 +42,8 @@ class Config:
     exclude: tuple[str, ...] = ()
     baseline: str | None = None
     #: named allow-lists, e.g. allow.preload-libraries = ["libtorch_global_deps.so"]
-    allow: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: the defaults are data, replaced (not extended) by a configured list of the same name
+    allow: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: dict(DEFAULT_ALLOW))
     #: per-family option tables: [tool.cuaudit.linkage] -> options["linkage"]
     options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     jobs: int = 0  # 0: one worker per CPU

@@ -155,6 +155,21 @@ def _extract_group(artifact: Artifact, tasks: list[tuple[Member, tuple[str, ...]
     return out
 
 
+#: The artifacts of the extraction in progress, inherited by forked workers.
+_FORKED: list[Artifact] | None = None
+
+
+def _extract_forked(i: int, tasks: list[tuple[Member, tuple[str, ...]]]) -> list[tuple[str, str, bool, Any]]:
+    art = _FORKED[i]  # type: ignore[index]
+    if getattr(art, "_forked_in", None) != os.getpid():
+        # open handles came from the parent: a shared file offset is not safe to read through
+        for key in list(vars(art)):
+            if key.startswith("_h_"):
+                setattr(art, key, None)
+        art._forked_in = os.getpid()  # type: ignore[attr-defined]
+    return _extract_group(art, tasks)
+
+
 def _chunks(tasks: list[tuple[Member, tuple[str, ...]]], target_bytes: int = 16 * 1024**2, max_items: int = 64):
     chunk: list = []
     size = 0
@@ -210,14 +225,22 @@ class Extraction:
         new: list[tuple[str, Any]] = []
         jobs = self.config.jobs or (os.cpu_count() or 1)
         groups = [(i, chunk) for i, tasks in todo.items() for chunk in _chunks(tasks)]
+        global _FORKED
         parallel = jobs > 1 and len(groups) > 1 and (total_tasks >= PARALLEL_MIN_TASKS or total_bytes >= PARALLEL_MIN_BYTES)
         try:
             if parallel:
                 import multiprocessing
 
                 ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
+                _FORKED = list(artifacts) if ctx is not None else None
                 with ProcessPoolExecutor(max_workers=min(jobs, len(groups)), mp_context=ctx) as pool:
-                    futures = [(i, chunk, pool.submit(_extract_group, artifacts[i], chunk)) for i, chunk in groups]
+                    if ctx is not None:
+                        # Forked workers inherit the artifacts: send indexes, not a pickled artifact
+                        # per group (torch's wheel: 11 499 members, 1.5 MB and a re-read of its zip
+                        # directory for each of 37 groups, ~5 s of CPU).
+                        futures = [(i, chunk, pool.submit(_extract_forked, i, chunk)) for i, chunk in groups]
+                    else:
+                        futures = [(i, chunk, pool.submit(_extract_group, artifacts[i], chunk)) for i, chunk in groups]
                     for i, chunk, fut in futures:
                         try:
                             results = fut.result()
@@ -232,6 +255,7 @@ class Extraction:
                     if self.progress:
                         self.progress.advance(len(chunk))
         finally:
+            _FORKED = None  # noqa: F841 - see the global statement above
             if self.progress:
                 self.progress.stop()
         self.store.put_many(new)

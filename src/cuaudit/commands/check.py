@@ -19,6 +19,12 @@ def configure_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fix", action="store_true", help="apply safe automatic fixes to source files")
     p.add_argument("--unsafe-fixes", action="store_true", help="with --fix/--diff, also apply unsafe fixes")
     p.add_argument("--diff", action="store_true", help="print the automatic fixes as a diff, change nothing")
+    p.add_argument("--with", dest="with_", action="append", default=[], metavar="PATH",
+                   help="extra wheels or library folders that supply needed libraries: used as evidence "
+                   "(linkage rules), not audited; also [tool.cuaudit.linkage] with = [...]")
+    p.add_argument("--python", metavar="PYTHON",
+                   help="also audit the installed distributions of this interpreter's environment; their versions "
+                   "decide version-dependent severities (e.g. CU401: CuPy and NumPy versions). Nothing is imported")
     add_audit_options(p)
     p.set_defaults(func=execute)
 
@@ -27,7 +33,16 @@ def execute(args: argparse.Namespace) -> int:
     from cuaudit.engine import audit
 
     config = config_from_args(args)
-    report = audit(args.paths or ["."], config=config, progress=make_progress(args), command="check")
+    if getattr(args, "with_", None):
+        import dataclasses
+
+        options = dict(config.options)
+        linkage = dict(options.get("linkage", {}))
+        linkage["with"] = list(linkage.get("with", ())) + list(args.with_)
+        options["linkage"] = linkage
+        config = dataclasses.replace(config, options=options)
+    report = audit(args.paths or ["."], env=args.python or None, config=config, progress=make_progress(args),
+                   command="check")
     if args.fix or args.diff:
         from cuaudit.repair.source import apply_fixes
 

@@ -55,6 +55,18 @@ def classify(path: str) -> MemberKind:
     return MemberKind.OTHER
 
 
+def is_test_path(path: str) -> bool:
+    """A test module or a file of a test folder (``tests/``, ``testing/``, ``test_*.py``, ``conftest.py``)."""
+    parts = path.split("/")
+    name = parts[-1]
+    return (
+        any(p in ("tests", "test", "testing") for p in parts[:-1])
+        or name.startswith("test_")
+        or name.endswith("_test.py")
+        or name == "conftest.py"
+    )
+
+
 def stat_key(st: os.stat_result) -> str:
     """Content key of a file on disk without reading it: same inode, size and mtime."""
     return f"stat:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"

@@ -38,12 +38,18 @@ for d in (os.path.dirname(sys.executable), os.path.dirname(os.path.dirname(sys.e
             cfg[k.strip().lower()] = v.strip()
         break
 prefix = venv or sys.prefix
-def libs(base):
-    paths = sysconfig.get_paths(vars={"base": base, "platbase": base})
+def libs(base, scheme=None):
+    # Debian/Ubuntu patch the default scheme to posix_local (dist-packages); inside a venv the
+    # interpreter would use the "venv" scheme, which -S does not activate: name it.
+    kw = {"scheme": scheme} if scheme and scheme in sysconfig.get_scheme_names() else {}
+    paths = sysconfig.get_paths(vars={"base": base, "platbase": base}, **kw)
     return [paths["purelib"], paths["platlib"]]
-site_dirs = libs(prefix)
-if venv is None or cfg.get("include-system-site-packages", "false").lower() == "true":
-    site_dirs += libs(sys.base_prefix)
+if venv is not None:
+    site_dirs = libs(prefix, "venv") + libs(prefix, "posix_prefix")
+else:
+    site_dirs = list(site.getsitepackages()) + libs(prefix)
+if venv is not None and cfg.get("include-system-site-packages", "false").lower() == "true":
+    site_dirs += list(site.getsitepackages([sys.base_prefix])) + libs(sys.base_prefix)
 user = None
 if venv is None and site.check_enableusersite() is not False:
     user = site.getusersitepackages()

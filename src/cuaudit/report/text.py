@@ -13,6 +13,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from cuaudit.engine import Report
 
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
+#: Past this many info findings, the text report tallies them instead of listing them
+#: (a whole CUDA environment has hundreds; `cuaudit env` must fit the cause on one screen).
+INFO_LIST_LIMIT = 10
 
 
 def _shown_path(path: str) -> str:
@@ -74,8 +77,13 @@ def render(report: "Report", *, color: bool = False, verbose: bool = False) -> s
     def artifact_key(f):
         return f.location.artifact
 
-    for ref, group in groupby(report.findings, key=artifact_key):
-        items = list(group)
+    infos = [f for f in report.findings if f.severity is Severity.INFO]
+    hide_info = not verbose and len(infos) > INFO_LIST_LIMIT
+    shown = [f for f in report.findings if not (hide_info and f.severity is Severity.INFO)]
+    groups = [(ref, list(group)) for ref, group in groupby(shown, key=artifact_key)]
+    # Artifacts with errors first: the cause of a broken import should be on the first screen.
+    groups.sort(key=lambda g: -max(f.severity for f in g[1]))
+    for ref, items in groups:
         title = _shown_path(ref.path) if ref.kind is not ArtifactKind.INSTALLED else f"{ref.name} {ref.version}"
         kind = {ArtifactKind.INSTALLED: "installed", ArtifactKind.WHEEL: "wheel", ArtifactKind.SDIST: "sdist",
                 ArtifactKind.TREE: "tree", ArtifactKind.FILE: "file"}[ref.kind]
@@ -106,6 +114,13 @@ def render(report: "Report", *, color: bool = False, verbose: bool = False) -> s
                     if f.fix.edits:
                         fix.append(f" [{f.fix.applicability} autofix]", style="dim")
                     console.print(fix)
+        console.print()
+    if hide_info:
+        tally: dict[str, int] = {}
+        for f in infos:
+            tally[f.code] = tally.get(f.code, 0) + 1
+        parts = ", ".join(f"{code} \u00d7{n}" for code, n in sorted(tally.items()))
+        console.print(Text(f"{_plural(len(infos), 'info finding')} not listed ({parts}); -v lists them.", style="cyan"))
         console.print()
     if report.skipped and verbose:
         console.print(Text("Skipped", style="bold"))

@@ -1,0 +1,566 @@
+"""CU3xx: Cython C-API breaks between packages.
+
+A module that ``cimport``s functions from another package's Cython module
+binds to them at import time through the provider's ``__pyx_capi__`` dict:
+by name, checking the signature string; extension types are checked by
+struct size.  Nothing at install time checks any of it.  The seed incident:
+cuda-python 12.6.1 made ``cuda.ccudart`` a shim without ``__pyx_capi__``, and
+every RMM, cuDF and cuGraph built against 12.6.0 failed at ``import`` with
+``AttributeError: module 'cuda.ccudart' has no attribute '__pyx_capi__'``.
+
+The facts come from the ``cython-capi`` extractor (static, from the
+binaries); the rules pair each consumer's imports with the provider module
+found among the audited artifacts (an environment, or several wheels).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from cuaudit.capi_index import CapiIndex, ImportProblem, Provider, import_problems
+from cuaudit.model import Finding, Fix, Location, Severity
+from cuaudit.rules import Rule
+
+NEEDS = ("cython-capi", "metadata")
+
+
+def _index(ctx) -> CapiIndex:
+    def build() -> CapiIndex:
+        return CapiIndex.build(ctx.artifacts, lambda art, path: ctx.fact("cython-capi", art, path))
+
+    return ctx.memo(("capi", "index"), build)
+
+
+def _problems(ctx) -> list[ImportProblem]:
+    def compute() -> list[ImportProblem]:
+        index = _index(ctx)
+        out: list[ImportProblem] = []
+        for consumer in index.consumers():
+            found = import_problems(consumer, index)
+            if ctx.config.probe and (found or consumer.facts.unresolved):
+                probed = _probe(ctx, consumer, index)
+                if probed is not None:
+                    found = probed
+            out += found
+        return out
+
+    return ctx.memo(("capi", "problems"), compute)
+
+
+def _probe(ctx, consumer: Provider, index: CapiIndex) -> list[ImportProblem] | None:
+    """--probe: read the consumer's imports by importing it against stand-ins; None if it could not run."""
+    import dataclasses
+    import sys
+
+    from cuaudit.engine import ProbeRecord
+    from cuaudit.facts.cython import CImport, TypeImport
+    from cuaudit.probe.capi import probe_consumer
+
+    path = consumer.artifact.fs_path(consumer.member)
+    if path is None:
+        consumer.artifact.skip(consumer.member, "--probe needs the module on disk (install the wheel, then `cuaudit env --probe`)")
+        return None
+    python = ctx.environment.python if ctx.environment else sys.executable
+    facts = consumer.facts
+    guess: dict[str, dict] = {}
+    for i in facts.imports:
+        guess.setdefault(i.module, {"capi": {}, "types": {}})["capi"][i.name] = (i.signature, i.kind)
+    for t in facts.type_imports:
+        if t.module not in ("builtins", "__builtin__") and t.size:
+            guess.setdefault(t.module, {"capi": {}, "types": {}})["types"][t.name] = t.size
+    result = probe_consumer(python, facts.module, path, guess, timeout=ctx.config.probe_timeout)
+    ctx.record_probe(ProbeRecord(
+        what=f"import {facts.module} against stand-in providers ({', '.join(sorted(guess))})",
+        command=f"{python} -S <probe> {path}",
+        seconds=round(result.seconds, 3),
+        outcome=f"{result.outcome} ({result.runs} runs)",
+    ))
+    if not result.complete:
+        return None
+    checks = {(t.module, t.name): t.check_size for t in facts.type_imports}
+    probed = dataclasses.replace(
+        facts,
+        imports=tuple(sorted(CImport(m, n, sig, kind) for (m, n), (sig, kind) in result.imports.items())),
+        type_imports=tuple(sorted(TypeImport(m, n, size, checks.get((m, n), "")) for (m, n), size in result.type_sizes.items())),
+        unresolved=(),
+    )
+    probed_consumer = dataclasses.replace(consumer, facts=probed)
+    return [dataclasses.replace(p, consumer=consumer, origin="probe") for p in import_problems(probed_consumer, index)]
+
+
+def _requirement(ctx, consumer: Provider, provider: Provider | None) -> str:
+    """The consumer's own declared requirement on the provider's distribution, if any."""
+    if provider is None or not provider.ref.name:
+        return ""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    want = canonicalize_name(provider.ref.name)
+    for m in consumer.artifact.members:
+        if m.path.endswith(".dist-info/METADATA") or m.path == "PKG-INFO":
+            meta = ctx.fact("metadata", consumer.artifact, m.path)
+            for text in getattr(meta, "requires_dist", ()) or ():
+                try:
+                    req = Requirement(text)
+                except InvalidRequirement:
+                    continue
+                if canonicalize_name(req.name) == want and not req.marker:
+                    return str(req.specifier)
+    return ""
+
+
+def _fix_text(ctx, p: ImportProblem, what: str) -> str:
+    consumer, prov = p.consumer, p.provider
+    cdist = consumer.dist
+    parts = []
+    spec = _requirement(ctx, consumer, prov)
+    if prov is not None and prov.ref.name:
+        pname, pver = prov.ref.name, prov.ref.version
+        if spec:
+            from packaging.specifiers import SpecifierSet
+
+            inside = pver and SpecifierSet(spec).contains(pver, prereleases=True)
+            if inside:
+                parts.append(
+                    f"{cdist} declares `{pname}{spec}`, which admits the installed {pver}: that range is too wide; "
+                    f"exclude {pname} {pver} (`{pname}!={pver}`) and install a release of {pname} that still exports {what}"
+                )
+            else:
+                parts.append(
+                    f"install {pname} in the range {cdist} declares, `{pname}{spec}` "
+                    f"(pip installed {pver} outside it, e.g. with --no-deps or a later upgrade)"
+                )
+        else:
+            parts.append(f"install a release of {pname} that exports {what}, or rebuild {cdist} against {pname} {pver}")
+    else:
+        parts.append(f"rebuild {cdist} against the installed providers")
+    return "; ".join(parts) + "."
+
+
+def _names(imps) -> str:
+    names = [i.name for i in imps]
+    text = ", ".join(names[:5])
+    return text + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+
+def _unsupported(ctx) -> Iterable[Finding]:
+    """CU009 for modules whose C-API the static reader read only in part (said, not hidden)."""
+    from cuaudit.rules import get
+
+    if not rules_selected(ctx, "CU009"):
+        return
+    unsupported = get("CU009")
+    for art, member, facts in ctx.facts("cython-capi"):
+        if facts.unresolved:
+            yield unsupported.finding(
+                Location(art.ref, member.path),
+                f"Cython C-API of {facts.module} (Cython {facts.cython or 'unknown'}) read only in part: "
+                + "; ".join(facts.unresolved[:3]),
+                fix=Fix("run with --probe to read the imports by importing the module against stand-ins"),
+                evidence={"notes": list(facts.unresolved)},
+                key="cython-capi",
+            )
+
+
+def rules_selected(ctx, code: str) -> bool:
+    from cuaudit import rules as registry
+
+    return any(c.code == code for c in registry.select(ctx.config.selected, ctx.config.ignored))
+
+
+class CapiRule(Rule):
+    needs = NEEDS
+
+
+class MissingCapiImport(CapiRule):
+    """## What it does
+    Finds a compiled Cython module that `cimport`s C functions or variables
+    from another module which, as installed, does not export them: the
+    provider module has no `__pyx_capi__` at all (it became a Python shim, or
+    a non-Cython extension), no longer exports that name, or no longer exists.
+
+    The imports are read from the consumer's binary (the names passed to
+    Cython's `__Pyx_ImportFunction` after `PyImport_ImportModule`), the
+    exports from the provider's binary (its `__Pyx_ExportFunction` calls).
+
+    ## Why is this bad?
+    Cython binds the imports when the consumer module is imported, so the
+    whole package fails at `import`, long after pip reported success.  The
+    real case: rmm-cu12 24.12.0 with cuda-python 12.6.1 →
+    `AttributeError: module 'cuda.ccudart' has no attribute '__pyx_capi__'`
+    from `rmm.pylibrmm.device_buffer`.
+
+    ## Example
+    ```
+    rmm-cu12 24.12.0 (installed):rmm/pylibrmm/device_buffer.cpython-311-x86_64-linux-gnu.so [cuda.ccudart]:
+      CU301 imports cudaMemcpyAsync from cuda.ccudart (cuda-python 12.6.1), which has no __pyx_capi__
+    ```
+
+    ## Use instead
+    Install a provider release that exports the functions (here cuda-python
+    12.6.0, or 12.6.2.post1 which re-exports `__pyx_capi__` from
+    `cuda.bindings.cyruntime`), or rebuild the consumer against the installed
+    provider.  A provider that moves its C-API should keep the old module
+    re-exporting it: `__pyx_capi__ = cyruntime.__pyx_capi__`.
+
+    ## Fix safety
+    No automatic fix: choosing a provider version changes the environment.
+    """
+
+    code = "CU301"
+    name = "missing-capi-import"
+    summary = "A Cython module imports a C function the installed provider does not export"
+    severity = Severity.ERROR
+
+    def check(self, ctx) -> Iterable[Finding]:
+        yield from _unsupported(ctx)
+        for p in _problems(ctx):
+            if p.kind not in ("no-module", "no-capi", "missing"):
+                continue
+            c = p.consumer
+            names = _names(p.imports)
+            first = p.imports[0]
+            what = f"{p.module}.{first.name}" if len(p.imports) == 1 else f"the C-API of {p.module}"
+            if p.kind == "no-module":
+                msg = (
+                    f"{c.module} cimports {names} from {p.module}, which no longer exists "
+                    f"(its package is installed, the module is not): import fails with ModuleNotFoundError"
+                )
+                fix = _fix_text(ctx, p, what)
+                evidence = {"provider_module": p.module}
+            elif p.kind == "no-capi":
+                prov = p.provider
+                nature = (
+                    "a Python module" if prov.is_python
+                    else "not a Cython module" if prov.facts is not None and not prov.facts.is_cython
+                    else "a module that creates no __pyx_capi__"
+                )
+                msg = (
+                    f"{c.module} cimports {names} from {p.module} ({prov.dist}), which has no __pyx_capi__ "
+                    f"({nature}): import fails with AttributeError: module '{p.module}' has no attribute '__pyx_capi__'"
+                )
+                fix = _fix_text(ctx, p, what) + (
+                    f" The provider can also keep {p.module} compatible by re-exporting the C-API "
+                    f"(`__pyx_capi__ = <new module>.__pyx_capi__`)."
+                )
+                evidence = {"provider_module": p.module, "provider": prov.dist, "provider_member": prov.member}
+            else:
+                prov = p.provider
+                msg = (
+                    f"{c.module} cimports {names} from {p.module} ({prov.dist}), which does not export "
+                    f"{'it' if len(p.imports) == 1 else 'them'}: import fails with "
+                    f"ImportError: {p.module} does not export expected C function {first.name}"
+                )
+                fix = _fix_text(ctx, p, what)
+                evidence = {"provider_module": p.module, "provider": prov.dist, "provider_member": prov.member}
+            evidence["functions"] = [{"name": i.name, "signature": i.signature, "kind": i.kind} for i in p.imports]
+            yield self.finding(
+                Location(c.ref, c.member, symbol=p.module), msg, fix=Fix(fix), evidence=evidence, key=p.module,
+                origin=p.origin,
+            )
+
+
+class CapiSignatureMismatch(CapiRule):
+    """## What it does
+    Finds a Cython C function or variable whose signature string, as the
+    consumer was compiled, differs from the one the installed provider
+    exports (the capsule name in its `__pyx_capi__`).
+
+    ## Why is this bad?
+    Cython compares the strings at import and refuses the module:
+    `TypeError: C function cuda.ccudart.cudaGraphAddNode has wrong signature
+    (expected ..., got ...)`.  Even a change only in Cython's mangled type
+    names (cuda-python 12.6.2.post1 renamed `__pyx_t_4cuda_7ccudart_...` to
+    `__pyx_t_4cuda_8bindings_9cyruntime_...` in 23 signatures) breaks it.
+
+    ## Example
+    `cuda.bindings.cyruntime.cudaGraphAddNode` changed its parameters between
+    cuda-bindings 12.9.4 and 13.0.3; a consumer built against 12.9 fails.
+
+    ## Use instead
+    Rebuild the consumer against the installed provider, or install the
+    provider release the consumer was built against.
+
+    ## Fix safety
+    No automatic fix.
+    """
+
+    code = "CU302"
+    name = "capi-signature-mismatch"
+    summary = "A Cython C function's expected signature differs from the installed provider's"
+    severity = Severity.ERROR
+
+    def check(self, ctx) -> Iterable[Finding]:
+        for p in _problems(ctx):
+            if p.kind != "signature":
+                continue
+            c, prov, imp = p.consumer, p.provider, p.imports[0]
+            msg = (
+                f"{c.module} expects {p.module}.{imp.name} as `{imp.signature}`; {prov.dist} exports "
+                f"`{p.found[0]}`: import fails with TypeError: C function {p.module}.{imp.name} has wrong signature"
+            )
+            yield self.finding(
+                Location(c.ref, c.member, symbol=f"{p.module}.{imp.name}"),
+                msg,
+                fix=Fix(_fix_text(ctx, p, f"{p.module}.{imp.name} with the signature `{imp.signature}`")),
+                evidence={"provider_module": p.module, "provider": prov.dist, "function": imp.name,
+                          "expected": imp.signature, "found": p.found[0]},
+                key=f"{p.module}.{imp.name}",
+                origin=p.origin,
+            )
+
+
+class ExtensionTypeSizeChanged(CapiRule):
+    """## What it does
+    Finds an extension type a Cython module imports (`cdef class` from a
+    `.pxd`, or an extern type such as `numpy.ndarray`) whose struct size, as
+    the consumer was compiled, differs from the installed type's
+    `tp_basicsize` read from the provider's binary.
+
+    ## Why is this bad?
+    Cython checks the size at import: smaller than expected is always an
+    error (`ValueError: rmm._cuda.stream.Stream size changed, may indicate
+    binary incompatibility. Expected 40 from C header, got 32 from
+    PyObject`); larger is an error for `check_size='error'` (the default for
+    `cdef class`es of Cython packages), a warning for `'warn'`.  Field
+    accesses through the old layout would read the wrong memory.
+
+    ## Example
+    A consumer compiled against a provider whose `cdef class Stream` had one
+    more attribute.
+
+    ## Use instead
+    Rebuild the consumer against the installed provider, or install the
+    provider release it was built against.
+
+    ## Fix safety
+    No automatic fix.
+    """
+
+    code = "CU303"
+    name = "extension-type-size-changed"
+    summary = "An imported extension type's size differs from the installed type"
+    severity = Severity.ERROR
+
+    def check(self, ctx) -> Iterable[Finding]:
+        for p in _problems(ctx):
+            if p.kind != "type-size":
+                continue
+            c, prov, t = p.consumer, p.provider, p.type_import
+            severity = Severity.ERROR
+            if p.actual_size > t.size and t.check_size in ("warn", ""):
+                severity = Severity.WARNING
+            msg = (
+                f"{c.module} expects {t.module}.{t.name} of {t.size} bytes; {prov.dist} defines it with "
+                f"{p.actual_size} bytes: import {'fails with' if severity is Severity.ERROR else 'warns'} "
+                f"'{t.module}.{t.name} size changed, may indicate binary incompatibility'"
+            )
+            yield self.finding(
+                Location(c.ref, c.member, symbol=f"{t.module}.{t.name}"),
+                msg,
+                fix=Fix(_fix_text(ctx, p, f"{t.module}.{t.name} with the layout {c.dist} was built against")),
+                evidence={"provider_module": t.module, "provider": prov.dist, "type": t.name,
+                          "expected_size": t.size, "actual_size": p.actual_size, "check_size": t.check_size},
+                key=f"{t.module}.{t.name}",
+                severity=severity,
+                origin=p.origin,
+            )
+
+
+# -- `cuaudit diff` findings ------------------------------------------------------------------
+
+
+class DiffRule(Rule):
+    """Base of the findings of `cuaudit diff` (never run by `check` or `env`)."""
+
+    emitted_by_engine = True
+
+
+class CapiFunctionRemoved(DiffRule):
+    """## What it does
+    `cuaudit diff OLD NEW`: a C function or variable in a module's
+    `__pyx_capi__` in OLD is not exported by that module in NEW.
+
+    ## Why is this bad?
+    Every consumer compiled against OLD that cimports it fails at import
+    (`ImportError: ... does not export expected C function ...`).  Breaking.
+
+    ## Example
+    `cuda.bindings.cyruntime.cudaGraphAddNode_v2` exported by cuda-bindings
+    12.9.4, gone in 13.0.3.
+
+    ## Use instead
+    Keep exporting the old name (a thin wrapper) for a deprecation period, or
+    release the change as a new major version with consumers pinning `<NEXT`.
+
+    ## Fix safety
+    No automatic fix.
+    """
+
+    code = "CU310"
+    name = "capi-function-removed"
+    summary = "diff: a C function/variable is no longer exported (breaking)"
+    severity = Severity.ERROR
+
+
+class CapiSignatureChanged(DiffRule):
+    """## What it does
+    `cuaudit diff OLD NEW`: a C function or variable keeps its name but its
+    signature string (the capsule name Cython checks) differs.
+
+    ## Why is this bad?
+    Consumers compiled against OLD fail at import with `TypeError: C function
+    ... has wrong signature`.  Breaking, even when only Cython's mangled type
+    names changed (cuda-python 12.6.2.post1's `__pyx_t_4cuda_7ccudart_...` →
+    `__pyx_t_4cuda_8bindings_9cyruntime_...`).
+
+    ## Example
+    `cuda.bindings.cyruntime.cudaGraphAddNode`: 12.9.4 → 13.0.3 adds a parameter.
+
+    ## Use instead
+    Add the new signature under a new name and keep the old one.
+
+    ## Fix safety
+    No automatic fix.
+    """
+
+    code = "CU311"
+    name = "capi-signature-changed"
+    summary = "diff: a C function/variable changes its signature (breaking)"
+    severity = Severity.ERROR
+
+
+class CapiFunctionAdded(DiffRule):
+    """## What it does
+    `cuaudit diff OLD NEW`: a C function or variable (or a whole module's
+    C-API) is new in NEW.
+
+    ## Why is this bad?
+    It is not: additions are harmless for existing consumers.  Listed so the
+    report is a complete account of the C-API change.
+
+    ## Example
+    `cuda.bindings.cyruntime.cudaGraphConditionalHandleCreate_v2` new in 13.0.
+
+    ## Use instead
+    Nothing to do.
+
+    ## Fix safety
+    Nothing to fix.
+    """
+
+    code = "CU312"
+    name = "capi-function-added"
+    summary = "diff: a C function/variable is added (harmless)"
+    severity = Severity.INFO
+
+
+class CapiModuleRemoved(DiffRule):
+    """## What it does
+    `cuaudit diff OLD NEW`: a module that had a `__pyx_capi__` in OLD is gone
+    in NEW, or is still there without one; says where its functions moved
+    when another NEW module exports most of them.
+
+    ## Why is this bad?
+    The seed incident: cuda-python 12.6.1 made `cuda.ccudart`, `cuda.ccuda`
+    and `cuda.cnvrtc` shims over `cuda.bindings.*` without `__pyx_capi__`;
+    RMM, cuDF and cuGraph failed at import with `AttributeError: module
+    'cuda.ccudart' has no attribute '__pyx_capi__'`.
+
+    ## Example
+    ```
+    cuaudit diff cuda-python==12.6.0 cuda-python==12.6.1
+    CU313 cuda.ccudart loses its __pyx_capi__ in cuda-python 12.6.1 (298 functions/variables) ...;
+          the functions moved to cuda.bindings.cyruntime
+    ```
+
+    ## Use instead
+    Keep the old module re-exporting the C-API, as 12.6.2.post1 did:
+    `from cuda.bindings import cyruntime; __pyx_capi__ = cyruntime.__pyx_capi__`.
+
+    ## Fix safety
+    No automatic fix.
+    """
+
+    code = "CU313"
+    name = "capi-module-removed"
+    summary = "diff: a module with a C-API is removed or loses __pyx_capi__ (breaking)"
+    severity = Severity.ERROR
+
+
+class ExtensionTypeResized(DiffRule):
+    """## What it does
+    `cuaudit diff OLD NEW`: an extension type defined in both releases has a
+    different `tp_basicsize`.
+
+    ## Why is this bad?
+    Consumers that cimport the type check its size at import: `ValueError:
+    ... size changed, may indicate binary incompatibility`.
+
+    ## Example
+    A `cdef class Stream` that gains a field between two minor releases.
+
+    ## Use instead
+    Change struct layouts only in major releases.
+
+    ## Fix safety
+    No automatic fix.
+    """
+
+    code = "CU314"
+    name = "extension-type-resized"
+    summary = "diff: an extension type changes size (breaking for cimporting consumers)"
+    severity = Severity.ERROR
+
+
+class PublicModuleRemoved(DiffRule):
+    """## What it does
+    `cuaudit diff OLD NEW`: a public Python module (no `_`-prefixed part, not
+    a test package) of OLD does not exist in NEW.
+
+    ## Why is this bad?
+    `import` of it fails for every Python caller.
+
+    ## Example
+    `cuda.tests.test_ccudart` in cuda-python 12.6.0, moved under
+    `cuda.bindings.tests` in 12.6.1.
+
+    ## Use instead
+    Keep a shim module that imports from the new location, with a
+    deprecation warning, for a release or two.
+
+    ## Fix safety
+    No automatic fix.
+    """
+
+    code = "CU315"
+    name = "public-module-removed"
+    summary = "diff: a public Python module is removed"
+    severity = Severity.WARNING
+
+
+class ConsumerBroken(DiffRule):
+    """## What it does
+    `cuaudit diff OLD NEW --consumers PATH...`: a consumer (a wheel or an
+    installed distribution) whose Cython imports work against OLD and fail
+    against NEW.
+
+    ## Why is this bad?
+    Upgrading from OLD to NEW breaks `import` of that consumer.
+
+    ## Example
+    `cuaudit diff cuda-python==12.6.0 cuda-python==12.6.1 --consumers rmm_cu12-24.12.0-*.whl`
+    → rmm.pylibrmm.device_buffer cimports cudaMemcpyAsync from cuda.ccudart, which has no `__pyx_capi__`.
+
+    ## Use instead
+    Pin the consumer's requirement below NEW (`cuda-python<=12.6.0`), or
+    rebuild it against NEW.
+
+    ## Fix safety
+    No automatic fix.
+    """
+
+    code = "CU316"
+    name = "consumer-broken"
+    summary = "diff: a consumer's Cython imports work with OLD and fail with NEW"
+    severity = Severity.ERROR
