@@ -455,3 +455,11 @@ def test_fix_adds_one_import_for_many_accesses_and_keeps_indentation(cli, tree_f
             return a, b
     """)
     assert rc == 0
+
+
+def test_fix_on_a_last_line_without_newline(cli, tree_factory):
+    tree = tree_factory({"m.py": "def f():\n    return concurrent.futures.Future\nimport concurrent", "n.py": "import xml; xml.etree\n"})
+    cli("check", "--isolated", "--no-cache", "--select", "CU104", "--fix", tree)
+    assert (tree / "m.py").read_text() == "def f():\n    return concurrent.futures.Future\nimport concurrent\nimport concurrent.futures"
+    # the access is on the import's own line: an import after it would come too late
+    assert (tree / "n.py").read_text() == "import xml; xml.etree\n"

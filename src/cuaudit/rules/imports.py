@@ -411,6 +411,7 @@ class _ChainTrap:
     reach: Reach
     root_import: Any  # the ImportRecord that binds the chain's root
     probe: Any = None  # ProbeResult of `import parent; parent.sub` with --probe
+    at_end_without_newline: bool = False  # the import is on the file's last line, which has no newline
 
 
 def _chain_traps(ctx) -> list[_ChainTrap]:
@@ -463,6 +464,8 @@ def _file_traps(uni: ModuleUniverse, art, path: str, own: str | None, facts) -> 
             prev = local[name]
             if prev is None or prev[0] != target:
                 local[name] = None
+            elif prev[1].scope != "module" and imp.scope == "module":
+                local[name] = (target, imp)  # the fix goes after the module-level import
         else:
             local[name] = (target, imp)
     # pip's pkg_resources: `__import__('pip._vendor.packaging.version')` after `from pip._vendor import packaging`
@@ -524,7 +527,8 @@ def _file_traps(uni: ModuleUniverse, art, path: str, own: str | None, facts) -> 
                         deepest = f"{deepest}.{more}"
                     else:
                         break
-                out.append(_ChainTrap(art, path, ch, cur, attr, deepest, r, imp))
+                last = imp is not None and imp.end_line >= facts.line_count and not facts.ends_with_newline
+                out.append(_ChainTrap(art, path, ch, cur, attr, deepest, r, imp, at_end_without_newline=last))
             break
     return out
 
@@ -597,10 +601,14 @@ def _import_edit(t: _ChainTrap) -> tuple[tuple[Edit, ...], Applicability]:
     imp = t.root_import
     if imp is None or not imp.starts_line:
         return (), Applicability.DISPLAY
+    if t.chain.scope == "module" and t.chain.line <= imp.end_line:
+        return (), Applicability.DISPLAY  # `import a; a.b.c` on one line: the import must go before it
     applicability = Applicability.SAFE
     if imp.kind == "from" or imp.asname:
         applicability = Applicability.UNSAFE  # `import a.b` binds the name `a` here
     text = f"{imp.indent}import {t.module}\n"
+    if t.at_end_without_newline:
+        text = f"\n{imp.indent}import {t.module}"  # appended after the last line
     # insert at the start of the line after the import statement
     edit = Edit(t.member, imp.end_line + 1, 1, imp.end_line + 1, 1, text)
     return (edit,), applicability
