@@ -618,7 +618,7 @@ class AttributeErrorAvailabilityCheck(Rule):
     """## What it does
     Finds availability checks that probe a submodule through attribute
     access and treat `AttributeError` as "not available": a `try` block
-    catching `AttributeError` (or a broader exception) around `a.b`,
+    catching `AttributeError` around `a.b`,
     `hasattr(a, "b")`, or `getattr(a, "b", None)`, where `a.b` is a
     submodule that `import a` does not import.
 
