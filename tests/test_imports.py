@@ -463,3 +463,9 @@ def test_fix_on_a_last_line_without_newline(cli, tree_factory):
     assert (tree / "m.py").read_text() == "def f():\n    return concurrent.futures.Future\nimport concurrent\nimport concurrent.futures"
     # the access is on the import's own line: an import after it would come too late
     assert (tree / "n.py").read_text() == "import xml; xml.etree\n"
+
+
+def test_broad_handler_is_error_handling_not_an_availability_check(tree_factory):
+    tree = tree_factory({"m.py": "import concurrent\ntry:\n    concurrent.futures.Future\nexcept Exception:\n    pass\n"})
+    report = run([tree])
+    assert [(f.code, f.location.line) for f in report.findings] == [("CU104", 3)]
