@@ -8,12 +8,30 @@ internal error.
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import pkgutil
+import os
 import sys
 
-from cuaudit import __version__
+
+def _forget_working_directory() -> None:
+    """Drop the working directory from ``sys.path`` (``python -m cuaudit``
+    puts it first): auditing a tree from inside it must never import the
+    tree's ``json.py`` or ``argparse.py`` in place of the standard library."""
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        cwd = ""
+    while sys.path and sys.path[0] in ("", ".", cwd):
+        del sys.path[0]
+
+
+if __name__ == "__main__":  # python -m cuaudit.cli: before any other import
+    _forget_working_directory()
+
+import argparse  # noqa: E402
+import importlib  # noqa: E402
+import pkgutil  # noqa: E402
+
+from cuaudit import __version__  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from cuaudit.config import ConfigError
 
+    if argv is None:  # a real command line, not the library or the tests calling main()
+        _forget_working_directory()
+
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -54,6 +75,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         return 0
+    except Exception as exc:  # noqa: BLE001 - an internal error is exit 2 with a message, never exit 1
+        import traceback
+
+        if os.environ.get("CUAUDIT_DEBUG"):
+            traceback.print_exc()
+        tb = traceback.extract_tb(exc.__traceback__)
+        where = f" (at {os.path.basename(tb[-1].filename)}:{tb[-1].lineno})" if tb else ""
+        print(f"cuaudit: internal error: {type(exc).__name__}: {exc}{where}", file=sys.stderr)
+        return 2
 
 
 def entry() -> None:  # console script

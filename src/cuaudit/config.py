@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tomllib
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -63,7 +64,9 @@ class Config:
         return self.ignore + self.extend_ignore
 
     def severity_for(self, code: str, default: Severity) -> Severity:
-        best = max((p for p in self.severity if code.startswith(p)), key=len, default=None)
+        # the longest matching prefix wins; ALL matches every code, below any prefix
+        best = max((p for p in self.severity if p == "ALL" or code.startswith(p)),
+                   key=lambda p: -1 if p == "ALL" else len(p), default=None)
         return self.severity[best] if best is not None else default
 
     def allowed(self, name: str) -> tuple[str, ...]:
@@ -96,6 +99,19 @@ def _codes(values: tuple[str, ...], key: str, where: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+_ARCH = re.compile(r"^(sm|compute)_\d{2,3}[af]?$")
+
+
+def _archs(values: tuple[str, ...], where: str) -> tuple[str, ...]:
+    out = []
+    for v in values:
+        a = v.strip().lower()
+        if not _ARCH.match(a):
+            raise ConfigError(f"{where}: 'target-archs' has {v!r}, which is not a GPU architecture (like sm_80 or compute_90)")
+        out.append(a)
+    return tuple(out)
+
+
 def apply(config: Config, values: Mapping[str, Any], where: str) -> Config:
     """A new Config with ``values`` (pyproject spelling: kebab-case) applied on top."""
     changes: dict[str, Any] = {}
@@ -104,7 +120,11 @@ def apply(config: Config, values: Mapping[str, Any], where: str) -> Config:
         attr = key.replace("-", "_")
         if key in _LIST_KEYS:
             v = _as_tuple(value, key, where)
-            changes[attr] = _codes(v, key, where) if key in {"select", "ignore", "extend-select", "extend-ignore"} else v
+            if key in {"select", "ignore", "extend-select", "extend-ignore"}:
+                v = _codes(v, key, where)
+            elif key == "target-archs":
+                v = _archs(v, where)
+            changes[attr] = v
         elif key == "fail-on":
             try:
                 changes[attr] = Severity.parse(str(value))
@@ -113,13 +133,17 @@ def apply(config: Config, values: Mapping[str, Any], where: str) -> Config:
         elif key in ("jobs",):
             try:
                 changes[attr] = int(value)
+                if changes[attr] < 0 or isinstance(value, bool):
+                    raise ValueError
             except (TypeError, ValueError):
-                raise ConfigError(f"{where}: 'jobs' must be an integer") from None
+                raise ConfigError(f"{where}: 'jobs' must be an integer >= 0 (0: one per CPU)") from None
         elif key == "probe-timeout":
             try:
                 changes[attr] = float(value)
+                if not changes[attr] > 0 or isinstance(value, bool):
+                    raise ValueError
             except (TypeError, ValueError):
-                raise ConfigError(f"{where}: 'probe-timeout' must be a number of seconds") from None
+                raise ConfigError(f"{where}: 'probe-timeout' must be a positive number of seconds") from None
         elif key in ("cache", "probe"):
             changes[attr] = _as_bool(value, key, where)
         elif key in ("baseline", "cache-dir"):
@@ -140,14 +164,33 @@ def apply(config: Config, values: Mapping[str, Any], where: str) -> Config:
             if not isinstance(value, Mapping):
                 raise ConfigError(f"{where}: 'allow' must be a table of name = [entries]")
             changes[attr] = {**config.allow, **{str(k): _as_tuple(v, f"allow.{k}", where) for k, v in value.items()}}
-        elif isinstance(value, Mapping):
+        elif isinstance(value, Mapping) and key in family_sections():
             options[key] = {**options.get(key, {}), **value}  # a family's own table
+        elif isinstance(value, Mapping):
+            raise ConfigError(
+                f"{where}: unknown table [tool.cuaudit.{key}] (family tables: {', '.join(sorted(family_sections()))})"
+            )
         else:
             known = sorted(_LIST_KEYS | _SCALAR_KEYS | _TABLE_KEYS)
             raise ConfigError(f"{where}: unknown key '{key}' (known: {', '.join(known)})")
     changes["options"] = options
     changes["source"] = where if config.source == "defaults" else f"{config.source} + {where}"
     return dataclasses.replace(config, **changes)
+
+
+def family_sections() -> frozenset[str]:
+    """Names a ``[tool.cuaudit.<name>]`` option table may have: the rule
+    family modules (``linkage``, ``devicecode`` ...) and the extractor modules,
+    found by name without importing them."""
+    import pkgutil
+
+    import cuaudit.facts
+    import cuaudit.rules
+
+    names = set()
+    for package in (cuaudit.rules, cuaudit.facts):
+        names |= {i.name for i in pkgutil.iter_modules(package.__path__) if not i.name.startswith("_")}
+    return frozenset(names)
 
 
 def _as_bool(value: Any, key: str, where: str) -> bool:
@@ -222,7 +265,15 @@ def load(
     if not isolated:
         path = config_file or find_pyproject(start)
         if path:
-            config = apply(config, load_pyproject(path), path)
+            table = dict(load_pyproject(path))
+            # Paths in the file are relative to the file, not to wherever cuaudit runs.
+            for key in ("baseline", "cache-dir"):
+                value = table.get(key)
+                if isinstance(value, str) and value and not os.path.isabs(os.path.expanduser(value)):
+                    table[key] = os.path.join(os.path.dirname(os.path.abspath(path)), value)
+                elif isinstance(value, str) and value:
+                    table[key] = os.path.expanduser(value)
+            config = apply(config, table, path)
     env = from_environ(os.environ if environ is None else environ)
     if env:
         config = apply(config, env, "environment (CUAUDIT_*)")

@@ -140,6 +140,21 @@ def _error_for(exc: BaseException) -> tuple[str, str, dict]:
     }
 
 
+@dataclass(frozen=True)
+class CachedFailure:
+    """An extractor's InputError on one member, kept in the fact cache.
+
+    A corrupt member stays corrupt until its content key changes, so the
+    second audit reports it without reading it again.  Unreadable files
+    (CU001: permissions change without touching mtime) and internal errors
+    (CU011: cuaudit's bugs, not the file's) are never cached.
+    """
+
+    code: str
+    message: str
+    evidence: tuple[tuple[str, Any], ...]
+
+
 def _extract_group(artifact: Artifact, tasks: list[tuple[Member, tuple[str, ...]]]) -> list[tuple[str, str, bool, Any]]:
     """Run extractors on members of one artifact. Returns (member, extractor, ok, value|error)."""
     out: list[tuple[str, str, bool, Any]] = []
@@ -153,6 +168,14 @@ def _extract_group(artifact: Artifact, tasks: list[tuple[Member, tuple[str, ...]
             except Exception as exc:  # noqa: BLE001 - one bad file never stops the scan
                 out.append((member.path, name, False, _error_for(exc)))
     return out
+
+
+def _usable_cpus() -> int:
+    """CPUs this process may run on (a container's limit, not the host's count)."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 #: The artifacts of the extraction in progress, inherited by forked workers.
@@ -192,7 +215,11 @@ class Extraction:
         self.store = FactStore((config.cache_dir or default_cache_dir()) if config.cache else None)
         self.facts: dict[tuple[int, str, str], Any] = {}
         self.problems: list[Finding] = []
+        self._problem_at: dict[tuple[int, str, str], int] = {}
         self.extracted = 0
+        #: (artifact, member, extractor) facts taken from the cache; one cached
+        #: value can serve several members (the same file in two wheels)
+        self.cached = 0
 
     def run(self, artifacts: Sequence[Artifact], wanted: Callable[[Member], tuple[str, ...]]) -> None:
         pending: list[tuple[int, Member, tuple[str, ...]]] = []
@@ -205,13 +232,21 @@ class Extraction:
                     for n in names:
                         keys[(i, m.path, n)] = FactStore.key(n, facts_registry.get(n).version, m.content_key)
         cached = self.store.get_many(set(keys.values()))
+        # No SQLite connection may cross a fork (a child closing it releases the
+        # parent's file locks); it is reopened for put_many.
+        self.store.close()
         todo: dict[int, list[tuple[Member, tuple[str, ...]]]] = {}
         for i, m, names in pending:
             missing = []
             for n in names:
                 k = keys[(i, m.path, n)]
                 if k in cached:
-                    self._accept(artifacts, i, m.path, n, True, cached[k], None)
+                    self.cached += 1
+                    value = cached[k]
+                    if isinstance(value, CachedFailure):
+                        self._accept(artifacts, i, m.path, n, False, (value.code, value.message, dict(value.evidence)), None)
+                    else:
+                        self._accept(artifacts, i, m.path, n, True, value, None)
                 else:
                     missing.append(n)
             if missing:
@@ -220,10 +255,8 @@ class Extraction:
         total_bytes = sum(m.size for v in todo.values() for m, _ in v)
         if not total_tasks:
             return
-        if self.progress:
-            self.progress.start(total_tasks, "Extracting facts")
         new: list[tuple[str, Any]] = []
-        jobs = self.config.jobs or (os.cpu_count() or 1)
+        jobs = self.config.jobs or _usable_cpus()
         groups = [(i, chunk) for i, tasks in todo.items() for chunk in _chunks(tasks)]
         global _FORKED
         parallel = jobs > 1 and len(groups) > 1 and (total_tasks >= PARALLEL_MIN_TASKS or total_bytes >= PARALLEL_MIN_BYTES)
@@ -241,6 +274,10 @@ class Extraction:
                         futures = [(i, chunk, pool.submit(_extract_forked, i, chunk)) for i, chunk in groups]
                     else:
                         futures = [(i, chunk, pool.submit(_extract_group, artifacts[i], chunk)) for i, chunk in groups]
+                    # The workers are forked by now: the progress bar's refresh
+                    # thread starts after, so no child inherits its locks.
+                    if self.progress:
+                        self.progress.start(total_tasks, "Extracting facts")
                     for i, chunk, fut in futures:
                         try:
                             results = fut.result()
@@ -250,6 +287,8 @@ class Extraction:
                         if self.progress:
                             self.progress.advance(len(chunk))
             else:
+                if self.progress:
+                    self.progress.start(total_tasks, "Extracting facts")
                 for i, chunk in groups:
                     self._collect(artifacts, i, _extract_group(artifacts[i], chunk), keys, new)
                     if self.progress:
@@ -263,20 +302,52 @@ class Extraction:
     def _collect(self, artifacts, i, results, keys, new) -> None:
         for path, name, ok, value in results:
             self.extracted += 1
-            self._accept(artifacts, i, path, name, ok, value, new if ok else None, keys)
+            self._accept(artifacts, i, path, name, ok, value, new, keys)
 
     def _accept(self, artifacts, i, path, name, ok, value, new, keys=None) -> None:
         if ok:
-            self.facts[(i, path, name)] = value
-            if new is not None and keys is not None and value is not None:
+            if value is not None:
+                self.facts[(i, path, name)] = value
+            if new is not None and keys is not None:
+                # None ("nothing here for me") is cached too: a second audit reads nothing.
                 new.append((keys[(i, path, name)], value))
             return
         code, message, evidence = value
+        try:
+            rule = rules_registry.get(code)
+        except KeyError:  # an extractor raised InputError with a code no rule documents
+            rule = rules_registry.get("CU011")
+            message = f"{message} (unknown input problem code {code})"
+            code = "CU011"
+        # CU001 (permission, I/O error) may be gone next run without the content
+        # key changing (chmod does not touch mtime), and CU011 is cuaudit's own bug.
+        if new is not None and keys is not None and code not in ("CU001", "CU011"):
+            try:
+                import pickle
+
+                failure = CachedFailure(code, message, tuple(sorted(evidence.items())))
+                pickle.dumps(failure)
+                new.append((keys[(i, path, name)], failure))
+            except Exception:  # noqa: BLE001 - evidence that does not pickle is simply not cached
+                pass
         art = artifacts[i]
-        finding = rules_registry.get(code).finding(
-            Location(art.ref, path), f"{path}: {message}" if not message.startswith(path) else message,
-            evidence={**evidence, "extractor": name}, key=f"{path}:{name}",
+        line = evidence.get("line") if isinstance(evidence.get("line"), int) else None
+        column = evidence.get("column") if line is not None and isinstance(evidence.get("column"), int) else None
+        finding = rule.finding(
+            Location(art.ref, path, line=line, column=column),
+            f"{path}: {message}" if not message.startswith(path) else message,
+            evidence={**evidence, "extractor": name}, key=path,
         )
+        # Several extractors may read one member and fail on it alike (two
+        # parsers of one broken pyproject.toml): one finding per member and
+        # code, the one that knows the position if any.
+        slot = (i, path, code)
+        if slot in self._problem_at:
+            at = self._problem_at[slot]
+            if self.problems[at].location.line is None and line is not None:
+                self.problems[at] = finding
+            return
+        self._problem_at[slot] = len(self.problems)
         self.problems.append(finding)
 
 
@@ -306,7 +377,8 @@ def audit(
     artifacts: list[Artifact] = []
     environment: EnvironmentInfo | None = None
     early: list[Finding] = []
-    specs = [p for p in paths if isinstance(p, str)]
+    paths = list(paths)
+    specs = [os.fspath(p) for p in paths if isinstance(p, (str, os.PathLike))]
     artifacts += [p for p in paths if isinstance(p, Artifact)]
     artifacts += resolve(specs, exclude=config.exclude, cache_dir=config.cache_dir)
     if env:
@@ -321,7 +393,9 @@ def audit(
 
     selected = [cls for cls in rules_registry.select(config.selected, config.ignored)]
     runnable = [cls() for cls in selected if not cls.emitted_by_engine]
-    needed = sorted({n for r in runnable for n in r.needs})
+    # Engine-emitted rules (CU0xx) may need extractors too: CU007 is raised
+    # by the pyproject extractor, so it runs when CU007 is selected.
+    needed = sorted({n for cls in selected for n in cls.needs})
     extractors = {n: facts_registry.get(n)() for n in needed}
     if not config.probe:
         extractors = {n: e for n, e in extractors.items() if not type(e).probe}
@@ -330,7 +404,7 @@ def audit(
         return tuple(n for n, e in extractors.items() if e.applies(member))
 
     for art in artifacts:
-        art.members  # noqa: B018 - list each artifact once, collecting its CU0xx problems
+        _list_safely(art)
     extraction = Extraction(config, progress)
     extraction.run(artifacts, wanted)
     probes: list[ProbeRecord] = []
@@ -366,13 +440,23 @@ def audit(
             "artifacts": len(artifacts),
             "members": sum(len(a.members) for a in artifacts),
             "facts_extracted": extraction.extracted,
-            "facts_cached": extraction.store.hits,
+            "facts_cached": extraction.cached,
             "seconds": round(time.perf_counter() - started, 3),
         },
         suppressed=suppressed,
         baselined=baselined,
         command=command,
     )
+
+
+def _list_safely(art: Artifact) -> None:
+    """List an artifact's members once; a bug while listing is CU011 for it, not a crash."""
+    try:
+        art.members  # noqa: B018 - list each artifact once, collecting its CU0xx problems
+    except Exception as exc:  # noqa: BLE001 - one bad input never stops the scan
+        art._members = []
+        code, message, evidence = _error_for(exc)
+        art.problems.append(rules_registry.get(code).finding(Location(art.ref), f"{art.ref.display}: {message}", evidence=evidence))
 
 
 def _post_process(
@@ -430,13 +514,14 @@ def _post_process(
         restricted = [_Restricted(a, need[id(a)]) for a in arts]
         sub.run(restricted, wanted)
         for (i, path, _), value in sub.facts.items():
-            suppressions[(restricted[i].ref.path, path)] = (restricted[i].ref, value)
+            # keyed by the whole ref: installed distributions share their site dir as path
+            suppressions[(restricted[i].ref, path)] = value
         sub.store.close()
     kept: list[Finding] = []
     suppressed = 0
     for f in out:
-        entry = suppressions.get((f.location.artifact.path, f.location.member or ""))
-        if entry and entry[0] == f.location.artifact and entry[1].silences(f.location.line, f.code):
+        entry = suppressions.get((f.location.artifact, f.location.member or ""))
+        if entry is not None and entry.silences(f.location.line, f.code):
             suppressed += 1
             continue
         kept.append(f)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -198,11 +199,32 @@ class Finding:
         )
 
     def fingerprint(self) -> str:
-        """A stable identity for baselines: no version numbers, no message text."""
+        """A stable identity for baselines: no version numbers, no message text.
+
+        The distribution name is normalised (PEP 503), and so are the parts of
+        member paths that change with every release: the version in
+        ``name-1.2.dist-info/`` and the content hash auditwheel puts in
+        vendored library names (``libgomp-a34b3233.so.1``).
+        """
         loc = self.location
-        artifact = loc.artifact.name or loc.artifact.path.rsplit("/", 1)[-1]
-        parts = [self.code, artifact, loc.member or "", loc.symbol or "", self.key or self.message]
+        artifact = _normalise_name(loc.artifact.name or loc.artifact.path.rsplit("/", 1)[-1])
+        member = _stable_member(loc.member or "")
+        key = _stable_member(self.key) if self.key else self.message
+        parts = [self.code, artifact, member, loc.symbol or "", key]
         return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
+
+
+_META_DIR = re.compile(r"(^|/)([^/]+?)-[^/-]+\.(dist-info|data|egg-info)(?=/|$)")
+_VENDORED_HASH = re.compile(r"-[0-9a-f]{8}(?=\.so(\.|$|:)|\.dylib|\.dll)")
+
+
+def _normalise_name(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _stable_member(path: str) -> str:
+    path = _META_DIR.sub(lambda m: f"{m.group(1)}{_normalise_name(m.group(2))}.{m.group(3)}", path)
+    return _VENDORED_HASH.sub("", path)
 
 
 @dataclass(frozen=True)

@@ -43,15 +43,35 @@ class FactStore:
         if self._db is None:
             try:
                 os.makedirs(os.path.dirname(self.path), exist_ok=True)
-                db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-                db.execute("PRAGMA journal_mode=WAL")
-                db.execute("PRAGMA synchronous=NORMAL")
-                db.execute("CREATE TABLE IF NOT EXISTS facts (key TEXT PRIMARY KEY, value BLOB NOT NULL)")
-                self._db = db
-            except sqlite3.Error:
-                self.path = None  # an unusable cache (read-only home, corrupt file) means no cache
+                self._db = self._open()
+            except sqlite3.DatabaseError:
+                # Not a database (a truncated copy, a crash mid-write): it is only
+                # a cache, so start it again; if that fails too, run uncached.
+                try:
+                    for suffix in ("", "-wal", "-shm"):
+                        if os.path.exists(self.path + suffix):
+                            os.remove(self.path + suffix)
+                    self._db = self._open()
+                except (sqlite3.Error, OSError):
+                    self.path = None
+                    return None
+            except (sqlite3.Error, OSError):
+                self.path = None  # an unusable cache (read-only home) means no cache
                 return None
         return self._db
+
+    def _open(self) -> sqlite3.Connection:
+        assert self.path is not None
+        db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("CREATE TABLE IF NOT EXISTS facts (key TEXT PRIMARY KEY, value BLOB NOT NULL)")
+            db.execute("SELECT count(*) FROM facts WHERE key = ''").fetchone()
+        except sqlite3.Error:
+            db.close()
+            raise
+        return db
 
     @staticmethod
     def key(extractor: str, version: int, content_key: str) -> str:
@@ -83,7 +103,12 @@ class FactStore:
         db = self._conn()
         if db is None:
             return
-        rows = [(k, pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL)) for k, v in items]
+        rows = []
+        for k, v in items:
+            try:
+                rows.append((k, pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL)))
+            except Exception:  # noqa: BLE001 - a fact that does not pickle is simply not cached
+                continue
         if not rows:
             return
         try:

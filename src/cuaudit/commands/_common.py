@@ -17,6 +17,7 @@ def add_audit_options(p: argparse.ArgumentParser) -> None:
     sel.add_argument("--extend-select", help="add to the selection from the configuration")
     sel.add_argument("--extend-ignore", help="add to the ignores from the configuration")
     sel.add_argument("--target-arch", dest="target_archs", help="GPU architectures to cover, e.g. sm_80,sm_90")
+    sel.add_argument("--exclude", help="comma-separated globs of source-tree paths never read (replaces the configured list)")
     out = p.add_argument_group("output")
     out.add_argument("--format", "-f", choices=sorted(FORMATS), default=os.environ.get("CUAUDIT_FORMAT", "text"),
                      help="report format (env CUAUDIT_FORMAT; default text)")
@@ -50,12 +51,17 @@ def config_from_args(args: argparse.Namespace) -> Any:
         "extend-select": args.extend_select,
         "extend-ignore": args.extend_ignore,
         "target-archs": args.target_archs,
+        "exclude": args.exclude,
         "fail-on": args.fail_on,
         "baseline": args.baseline,
         "jobs": args.jobs,
         "cache-dir": args.cache_dir,
         "probe-timeout": args.probe_timeout,
     }
+    if getattr(args, "write_baseline", None):
+        # Writing a baseline records every current finding, including those the
+        # configured baseline already accepts (or refreshing it would drop them).
+        overrides["baseline"] = ""
     if args.no_cache:
         overrides["cache"] = False
     if args.probe:
@@ -72,7 +78,8 @@ def use_color(args: argparse.Namespace, stream: Any) -> bool:
 
 
 def make_progress(args: argparse.Namespace) -> Any:
-    if args.quiet or not sys.stderr.isatty() or os.environ.get("CI"):
+    in_ci = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+    if args.quiet or in_ci or not sys.stderr.isatty():
         return None
     return RichProgress()
 
@@ -111,7 +118,12 @@ def emit(report: Any, args: argparse.Namespace) -> int:
     from cuaudit.report import render
 
     if args.write_baseline:
-        n = write_baseline(args.write_baseline, report.findings)
+        try:
+            n = write_baseline(args.write_baseline, report.findings)
+        except OSError as exc:
+            from cuaudit.config import ConfigError
+
+            raise ConfigError(f"cannot write the baseline to {args.write_baseline}: {exc.strerror or exc}") from None
         print(f"cuaudit: wrote {n} findings to baseline {args.write_baseline}", file=sys.stderr)
         return 0
     # Reports state the exit status (SARIF invocation.exitCode, JSON summary.exit_code).
@@ -125,8 +137,13 @@ def emit(report: Any, args: argparse.Namespace) -> int:
     else:
         text = render(report, args.format, color=color)
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        try:
+            with open(args.output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            from cuaudit.config import ConfigError
+
+            raise ConfigError(f"cannot write the report to {args.output}: {exc.strerror or exc}") from None
         from cuaudit.report.text import summary_line
 
         print(summary_line(report), file=sys.stderr)

@@ -14,7 +14,8 @@ def configure_parser(sub: argparse._SubParsersAction) -> None:
         description="Audit the installed distributions of the current interpreter, or of --python. "
         "Packages are read from disk, never imported (unless --probe).",
     )
-    p.add_argument("--python", metavar="PYTHON", help="interpreter of the environment (default: this one)")
+    p.add_argument("--python", metavar="PYTHON",
+                   help="interpreter of the environment, or its folder (default: this one); never imports its packages")
     add_audit_options(p)
     p.set_defaults(func=execute)
 

@@ -15,7 +15,9 @@ from typing import Mapping
 from cuaudit.facts import Extractor, MemberReader
 from cuaudit.model import Member, MemberKind
 
-_INLINE = re.compile(r"#\s*cuaudit:\s*ignore(?:\[(?P<codes>[A-Za-z0-9_,\s]*)\])?")
+#: ``ignore`` must end there (``ignore[...]``, a space, the line's end): a
+#: comment such as ``# cuaudit: ignored`` or ``ignore-foo`` silences nothing.
+_INLINE = re.compile(r"#\s*cuaudit:\s*ignore(?:\[(?P<codes>[A-Za-z0-9_,\s]*)\]|(?![\w\[-]))", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -28,13 +30,13 @@ class Suppressions:
         if line is None or line not in self.lines:
             return False
         codes = self.lines[line]
-        return not codes or any(code.startswith(c) for c in codes)
+        return not codes or any(c == "ALL" or code.startswith(c) for c in codes)
 
 
 def parse_suppressions(text: str) -> Suppressions:
     lines: dict[int, tuple[str, ...]] = {}
     for number, line in enumerate(text.splitlines(), start=1):
-        if "cuaudit" not in line:
+        if "cuaudit" not in line.lower():
             continue
         m = _INLINE.search(line)
         if m:

@@ -67,9 +67,13 @@ def is_test_path(path: str) -> bool:
     )
 
 
-def stat_key(st: os.stat_result) -> str:
-    """Content key of a file on disk without reading it: same inode, size and mtime."""
-    return f"stat:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}"
+def stat_key(st: os.stat_result, path: str = "") -> str:
+    """Content key of a file on disk without reading it: same inode, size and mtime.
+
+    ``path`` (the member's path) keeps hard links of one inode apart, since
+    facts may record where a file is.
+    """
+    return f"stat:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{path}"
 
 
 class Artifact:
@@ -157,18 +161,27 @@ def resolve(specs: Iterable[str], *, exclude: Iterable[str] = (), cache_dir: str
     exclude = tuple(exclude)
     out: list[Artifact] = []
     for spec in specs:
-        if not os.path.lexists(spec) and looks_like_requirement(spec):
-            out.append(fetch_requirement(spec, cache_dir=cache_dir))
-            continue
-        if not os.path.lexists(spec):
-            out.append(MissingArtifact(spec, "does not exist"))
-        elif os.path.isdir(spec):
-            out.append(TreeArtifact(spec, exclude=exclude))
-        elif spec.endswith(".whl"):
-            out.append(WheelArtifact(spec))
-        elif is_sdist_name(spec):
-            out.append(SdistArtifact(spec))
-        else:
-            out.append(FileArtifact(spec))
+        try:
+            if not os.path.lexists(spec) and looks_like_requirement(spec):
+                out.append(fetch_requirement(spec, cache_dir=cache_dir))
+                continue
+            if not os.path.lexists(spec):
+                hint = ""
+                if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[^\]]*\])?([<>=!~]=?.*)?", spec) and "/" not in spec:
+                    hint = " (to audit a release from the package index, give NAME==VERSION with an exact version)"
+                out.append(MissingArtifact(spec, "does not exist" + hint))
+            elif os.path.isdir(spec):
+                out.append(TreeArtifact(spec, exclude=exclude))
+            elif not os.path.isfile(spec):
+                # A FIFO, socket or device: opening it may block forever or never end.
+                out.append(MissingArtifact(spec, "is not a regular file (FIFO, socket or device); not read"))
+            elif spec.endswith(".whl"):
+                out.append(WheelArtifact(spec))
+            elif is_sdist_name(spec):
+                out.append(SdistArtifact(spec))
+            else:
+                out.append(FileArtifact(spec))
+        except Exception as exc:  # noqa: BLE001 - one bad input never stops the scan
+            out.append(MissingArtifact(spec, f"internal error while opening it: {type(exc).__name__}: {exc}", code="CU011"))
     return out
 

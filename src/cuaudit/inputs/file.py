@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+import stat
 from typing import IO
 
 from cuaudit.inputs import Artifact, classify, stat_key
-from cuaudit.model import ArtifactKind, ArtifactRef, Member
+from cuaudit.model import ArtifactKind, ArtifactRef, Member, MemberKind
 
 
 class FileArtifact(Artifact):
@@ -20,21 +21,22 @@ class FileArtifact(Artifact):
         except OSError as exc:
             self.problem("CU001", f"cannot read {self.ref.path}: {exc.strerror or exc}")
             return []
-        if not os.access(self.ref.path, os.R_OK):
-            self.problem("CU001", f"cannot read {self.ref.path}: permission denied", member=self._name)
+        if not stat.S_ISREG(st.st_mode):
+            self.problem("CU001", f"{self.ref.path} is not a regular file (FIFO, socket or device); not read")
+            return []
+        # Open it and read its head now: permission (as root, os.access says yes to
+        # everything) and I/O errors are found here, once, for any rule family.
+        try:
+            with open(self.ref.path, "rb") as fh:
+                magic = fh.read(4)
+        except OSError as exc:
+            self.problem("CU001", f"cannot read {self.ref.path}: {exc.strerror or exc}", member=self._name)
             return []
         kind = classify(self._name)
-        if kind.value == "other":
+        if kind is MemberKind.OTHER and magic == b"\x7fELF":
             # A file named explicitly: sniff it, so `cuaudit check ./libfoo` works.
-            try:
-                with open(self.ref.path, "rb") as fh:
-                    if fh.read(4) == b"\x7fELF":
-                        from cuaudit.model import MemberKind
-
-                        kind = MemberKind.ELF
-            except OSError:
-                pass
-        return [Member(self._name, kind, st.st_size, stat_key(st))]
+            kind = MemberKind.ELF
+        return [Member(self._name, kind, st.st_size, stat_key(st, self._name))]
 
     def open_member(self, path: str) -> IO[bytes]:
         return open(self.ref.path, "rb")

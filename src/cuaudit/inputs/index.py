@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 from cuaudit.inputs import Artifact
 
@@ -65,11 +66,11 @@ def fetch_requirement(spec: str, *, cache_dir: str | None = None, timeout: float
     from cuaudit.inputs.sdist import SdistArtifact, is_sdist_name
     from cuaudit.inputs.wheel import WheelArtifact
 
-    dest = download_dir(spec, cache_dir)
+    dest = os.path.abspath(download_dir(spec, cache_dir))
     os.makedirs(dest, exist_ok=True)
 
     def found() -> Artifact | None:
-        files = sorted(f for f in os.listdir(dest) if not f.endswith(".part"))
+        files = sorted(f for f in os.listdir(dest) if not f.endswith(".part") and not f.startswith("."))
         for f in files:
             if f.endswith(".whl"):
                 return WheelArtifact(os.path.join(dest, f))
@@ -83,16 +84,23 @@ def fetch_requirement(spec: str, *, cache_dir: str | None = None, timeout: float
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
     errors = []
     try:
-        wheel = subprocess.run(
-            pip + ["download", "--no-deps", "--only-binary=:all:", "--progress-bar", "off", "-q", "-d", dest, spec],
-            capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
-        )
+        # Into a scratch folder, then moved: an interrupted download never
+        # leaves a truncated wheel that later runs would take for the release.
+        with tempfile.TemporaryDirectory(dir=dest, prefix=".part-") as scratch:
+            wheel = subprocess.run(
+                pip + ["download", "--no-deps", "--only-binary=:all:", "--progress-bar", "off", "-q", "-d", scratch,
+                       spec],
+                capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, cwd=scratch,
+            )
+            for name in os.listdir(scratch):
+                if name.endswith(".whl"):
+                    os.replace(os.path.join(scratch, name), os.path.join(dest, name))
         if wheel.returncode == 0 and (art := found()) is not None:
             return art
         errors.append(_last_line(wheel.stderr))
         sdist = subprocess.run(
             [sys.executable, "-c", _FIND_SDIST, spec, dest],
-            capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+            capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, cwd=dest,
         )
         if sdist.returncode == 0 and (art := found()) is not None:
             return art

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import hashlib
 import io
+import lzma
 import os
 import tarfile
 import zipfile
+import zlib
 from typing import IO
 
 from cuaudit.inputs import Artifact, classify, unsafe_member_name
-from cuaudit.inputs.wheel import MAX_MEMBER_SIZE, ZipArtifact
+from cuaudit.inputs.wheel import MAX_ENTRIES, MAX_MEMBER_SIZE, MAX_RATIO, MIN_RATIO_SIZE, ZipArtifact
 from cuaudit.model import ArtifactKind, ArtifactRef, Member
 
 _TAR_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar")
@@ -21,6 +23,12 @@ _TAR_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar")
 #: compressed tar cannot seek back cheaply); only those we may analyse, and
 #: only up to this size each.
 MAX_TAR_MEMBER = 64 * 1024**2
+
+
+#: Members of tar sdists read by this process, by (path, size, mtime).  Forked
+#: workers inherit it (memory, not file offsets: safe), so the chunks of a big
+#: sdist are not decompressed again in every worker.
+_TAR_DATA: dict[tuple[str, int, int], dict[str, bytes]] = {}
 
 
 def is_sdist_name(path: str) -> bool:
@@ -52,6 +60,10 @@ def _common_prefix(names: list[str]) -> str:
     return ""
 
 
+def _strip(name: str, prefix: str) -> str:
+    return name[len(prefix):] if prefix and name.startswith(prefix) else name
+
+
 def SdistArtifact(path: str) -> Artifact:  # noqa: N802 - a factory that reads like a class
     return ZipSdist(path) if path.endswith(".zip") else TarSdist(path)
 
@@ -61,7 +73,7 @@ class ZipSdist(ZipArtifact):
         super().__init__(_sdist_ref(path))
 
     def _members_from(self, infos: list[zipfile.ZipInfo], archive_size: int) -> list[Member]:
-        self.strip_prefix = _common_prefix([i.filename for i in infos])
+        self.strip_prefix = _common_prefix([i.filename for i in infos if not unsafe_member_name(i.filename)])
         return super()._members_from(infos, archive_size)
 
 
@@ -74,26 +86,46 @@ class TarSdist(Artifact):
         path = self.ref.path
         try:
             digest = _digest(path)
-            data = self._read_all()
         except OSError as exc:
             self.problem("CU001", f"cannot read {path}: {exc.strerror or exc}")
             return []
-        except (tarfile.TarError, EOFError, zipfile.BadZipFile, ValueError) as exc:
-            with open(path, "rb") as fh:
-                magic = fh.read(4)
-            code = "CU006" if magic[:2] not in (b"\x1f\x8b", b"BZ", b"\xfd7") else "CU002"
-            self.problem(code, f"{os.path.basename(path)}: not a readable tar archive ({exc})")
+        try:
+            data = self._read_all()
+        except (tarfile.TarError, EOFError, zipfile.BadZipFile, ValueError, zlib.error, lzma.LZMAError, OSError) as exc:
+            # gzip/bzip2/xz raise OSError subclasses (BadGzipFile) on bad data: the
+            # file was readable (we hashed it), so any error here is about its content.
+            try:
+                with open(path, "rb") as fh:
+                    head = fh.read(512)
+            except OSError:
+                head = b""
+            # A compressed stream or a ustar header: a tar that is cut or corrupt
+            # (CU002).  Anything else is not a tar at all, whatever its name (CU006).
+            is_tar = head[:2] in (b"\x1f\x8b", b"BZ") or head[:4] == b"\xfd7zX" or head[257:262] == b"ustar"
+            self.problem("CU002" if is_tar else "CU006",
+                         f"{os.path.basename(path)}: {'corrupt or truncated' if is_tar else 'not a'} tar archive ({exc})")
             return []
         return [Member(p, classify(p), len(b), f"sdist:{digest}:{p}") for p, b in sorted(data.items())]
 
     def _read_all(self) -> dict[str, bytes]:
+        """One sequential pass (a compressed tar cannot seek back cheaply)."""
         if self._h_data is not None:
             return self._h_data
-        data: dict[str, bytes] = {}
+        st = os.stat(self.ref.path)
+        key = (self.ref.path, st.st_size, st.st_mtime_ns)
+        if key in _TAR_DATA:  # read by this process already, or by the parent it was forked from
+            self._h_data = _TAR_DATA[key]
+            return self._h_data
+        by_name: dict[str, bytes] = {}
+        big: list[str] = []
+        compressed = max(os.path.getsize(self.ref.path), 1)
+        declared = 0
         with tarfile.open(self.ref.path, "r:*") as tf:
-            infos = tf.getmembers()
-            prefix = _common_prefix([i.name for i in infos if i.isfile()])
-            for info in infos:
+            for count, info in enumerate(tf):
+                if count >= MAX_ENTRIES:
+                    self.problem("CU004", f"{os.path.basename(self.ref.path)} has more than {MAX_ENTRIES} members; "
+                                 "the rest is not read", declared_entries=count)
+                    break
                 if info.isdir():
                     continue
                 why = unsafe_member_name(info.name)
@@ -109,17 +141,30 @@ class TarSdist(Artifact):
                     self.problem("CU003", f"member {info.name!r} is a device or special file; it is ignored",
                                  member=info.name, reason="special file")
                     continue
-                rel = info.name[len(prefix):] if prefix and info.name.startswith(prefix) else info.name
-                if info.size > MAX_MEMBER_SIZE:
-                    self.problem("CU004", f"member {info.name!r} declares {info.size} bytes; it is not read", member=rel)
+                if info.name in by_name or info.name in big:
+                    self.problem("CU003", f"member {info.name!r} appears twice in the archive", member=info.name,
+                                 reason="duplicate")
                     continue
+                # Walking past a member inflates it even unread: bound the whole archive too.
+                declared += info.size
+                if declared > MAX_MEMBER_SIZE or (declared > MIN_RATIO_SIZE and declared / compressed > MAX_RATIO):
+                    self.problem("CU004", f"{os.path.basename(self.ref.path)}: members declare {declared} bytes from "
+                                 f"{compressed} compressed; the rest of the archive is not read",
+                                 member=info.name, declared_size=declared, compressed_size=compressed)
+                    break
                 if info.size > MAX_TAR_MEMBER:
-                    self.skip(rel, f"larger than {MAX_TAR_MEMBER} bytes; not read from the sdist")
+                    big.append(info.name)
                     continue
                 fh = tf.extractfile(info)
-                data[rel] = fh.read() if fh else b""
-        self._h_data = data
-        return data
+                by_name[info.name] = fh.read(info.size) if fh else b""
+        prefix = _common_prefix(list(by_name) + big)
+        for name in big:
+            self.skip(_strip(name, prefix), f"larger than {MAX_TAR_MEMBER} bytes; not read from the sdist")
+        self._h_data = {_strip(name, prefix): blob for name, blob in by_name.items()}
+        if len(_TAR_DATA) >= 4:
+            _TAR_DATA.pop(next(iter(_TAR_DATA)))
+        _TAR_DATA[key] = self._h_data
+        return self._h_data
 
     def open_member(self, path: str) -> IO[bytes]:
         return io.BytesIO(self._read_all()[path])

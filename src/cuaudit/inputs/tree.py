@@ -24,7 +24,13 @@ DEFAULT_EXCLUDE = (
     ".pytest_cache",
     "node_modules",
     ".eggs",
+    ".direnv",
+    ".ipynb_checkpoints",
+    "__pypackages__",
 )
+#: Build outputs, skipped only at the top of the tree (`build/lib.linux-x86_64-cpython-311/`
+#: holds copies of the sources); a package's own `build/` subpackage is source.
+ROOT_EXCLUDE = ("build", "dist", "_build", "wheelhouse")
 
 
 class TreeArtifact(Artifact):
@@ -40,6 +46,7 @@ class TreeArtifact(Artifact):
 
     def list_members(self) -> list[Member]:
         root = self.ref.path
+        real_root = os.path.realpath(root)
         members: list[Member] = []
 
         def onerror(exc: OSError) -> None:
@@ -49,9 +56,11 @@ class TreeArtifact(Artifact):
         for dirpath, dirnames, filenames in os.walk(root, onerror=onerror, followlinks=False):
             rel_dir = os.path.relpath(dirpath, root)
             rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
-            dirnames[:] = sorted(d for d in dirnames if not self._excluded(rel_dir + d, d))
-            # A virtual environment or an installed prefix inside a tree is not source.
-            dirnames[:] = [d for d in dirnames if not os.path.exists(os.path.join(dirpath, d, "pyvenv.cfg"))]
+            dirnames[:] = sorted(d for d in dirnames if not self._excluded(rel_dir + d, d)
+                                 and not (rel_dir == "" and d in ROOT_EXCLUDE))
+            # A virtual or conda environment inside a tree is not source.
+            dirnames[:] = [d for d in dirnames if not os.path.exists(os.path.join(dirpath, d, "pyvenv.cfg"))
+                           and not os.path.isdir(os.path.join(dirpath, d, "conda-meta"))]
             for name in sorted(filenames):
                 rel = rel_dir + name
                 if self._excluded(rel, name):
@@ -64,11 +73,15 @@ class TreeArtifact(Artifact):
                     continue
                 if not os.path.isfile(full) or os.path.islink(full):
                     real = os.path.realpath(full)
-                    if os.path.islink(full) and os.path.isfile(real) and real.startswith(root + os.sep):
+                    if os.path.islink(full) and os.path.isfile(real) and real.startswith(real_root + os.sep):
                         continue  # the link's target is listed under its own name
                     self.skip(rel, "not a regular file inside the tree (link or special file)")
                     continue
-                members.append(Member(rel, classify(rel), st.st_size, stat_key(st)))
+                if name.endswith((".whl", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")):
+                    # `cuaudit check dist/` must not look like an all-clear for the wheels in it
+                    self.skip(rel, "an archive inside a source tree is not opened; name it on the command line "
+                              f"(cuaudit check {os.path.join(self.ref.path, *rel.split('/'))})")
+                members.append(Member(rel, classify(rel), st.st_size, stat_key(st, rel)))
         return members
 
     def open_member(self, path: str) -> IO[bytes]:

@@ -20,7 +20,8 @@ class InputRule(Rule):
 class UnreadableFile(InputRule):
     """## What it does
     Reports a path or member that cannot be read at all: it does not exist,
-    permission is denied, or the disk returned an I/O error.
+    permission is denied, the disk returned an I/O error, or it is a FIFO,
+    socket or device (never opened: reading one can block forever).
 
     ## Why is this bad?
     Nothing in it was analysed, so a clean report would be a false "all clear".
@@ -47,8 +48,10 @@ class UnreadableFile(InputRule):
 class CorruptArchive(InputRule):
     """## What it does
     Reports an archive (wheel, sdist) or a member of one that is corrupt or
-    truncated: a bad central directory, a CRC mismatch, a member whose data
-    runs past the end of the file, an unreadable RECORD.
+    truncated: a bad central directory, a cut gzip/bzip2/xz stream or tar, a
+    CRC mismatch, a member whose data runs past the end of the file, an
+    encrypted member or one compressed with a method installers cannot read,
+    an unreadable RECORD.
 
     ## Why is this bad?
     pip refuses such a wheel, or installs only part of it.  A truncated
@@ -103,6 +106,8 @@ class OversizedMember(InputRule):
     Reports members whose declared size is absurd (above 8 GiB, or a
     compression ratio above 1000:1 past 64 MiB) and members whose data
     overlap another entry's: the marks of zip bombs.  They are not read.
+    For a tar sdist the bound applies to all members together, since
+    walking past a member inflates it even unread; the listing stops there.
 
     ## Why is this bad?
     Inflating them exhausts memory or disk in every tool that trusts the
@@ -154,7 +159,8 @@ class CorruptBinary(InputRule):
 class ContentMismatch(InputRule):
     """## What it does
     Reports a file whose content is not what its name says: a `.whl` that is
-    not a zip, a `.so` that is not ELF, a `.py` that is not text.
+    not a zip, a `.tar.gz` that is not a tar, a wheel whose file name is not
+    PEP 427, a `.so` that is not ELF, a `.py` that is not text.
 
     ## Why is this bad?
     Tools pick their handling from the name; a mislabelled file is either
@@ -178,8 +184,8 @@ class ContentMismatch(InputRule):
 
 class InvalidProjectFile(InputRule):
     """## What it does
-    Reports a `pyproject.toml` (or other project configuration) in an
-    audited tree or sdist that does not parse.
+    Reports a `pyproject.toml` in an audited tree, sdist or wheel that is not
+    valid TOML, at the line and column the parser stopped.
 
     ## Why is this bad?
     Every build front end fails on it: `pip install` of the sdist stops
@@ -199,6 +205,8 @@ class InvalidProjectFile(InputRule):
     name = "invalid-project-file"
     summary = "A project configuration file does not parse"
     severity = Severity.ERROR
+    #: the pyproject extractor raises it (InputError("CU007")) while parsing
+    needs = ("pyproject",)
 
 
 class InterpreterFailed(InputRule):

@@ -314,6 +314,7 @@ class ImportLoadsGpuLibraries(LinkageRule):
         lk = linkage(ctx)
         # modules per namespace: dotted name -> (artifact index, member path, is_extension)
         modules: dict[str, dict[str, tuple[int, str, bool]]] = {}
+        tops_of: dict[int, set[str]] = {}  # artifact index -> top-level names it provides
         for i, art in enumerate(ctx.artifacts):
             ns = lk.resolver.art_ns[i]
             table = modules.setdefault(ns, {})
@@ -321,13 +322,14 @@ class ImportLoadsGpuLibraries(LinkageRule):
                 mn = module_name(m.path)
                 if mn is None or ".dist-info" in m.path or ".data/" in m.path:
                     continue
-                table.setdefault(mn[0], (i, m.path, mn[1]))
+                if table.setdefault(mn[0], (i, m.path, mn[1]))[0] == i:
+                    tops_of.setdefault(i, set()).add(mn[0].split(".")[0])
         for i, art in enumerate(ctx.artifacts):
             if art.ref.kind not in (ArtifactKind.WHEEL, ArtifactKind.INSTALLED, ArtifactKind.TREE):
                 continue
             ns = lk.resolver.art_ns[i]
             table = modules[ns]
-            tops = sorted({name.split(".")[0] for name, (j, _p, _e) in table.items() if j == i})
+            tops = sorted(tops_of.get(i, ()))
             for top in tops:
                 if top not in table:
                     continue
