@@ -188,19 +188,39 @@ def _stdlib_facts(path: str, mtime_ns: int) -> PythonSourceFacts:
     return parse_python_source(text)
 
 
-def stdlib_entry(root: str, name: str) -> ModuleEntry | None:
-    """A standard-library module, found by its source file under ``root`` (never imported)."""
+def _cached_stdlib_facts(path: str, store) -> PythonSourceFacts | None:
+    """The facts of a standard-library file, through the fact cache when there is one."""
+    from cuaudit.facts.python_source import PythonSourceExtractor
+    from cuaudit.inputs import stat_key
+    from cuaudit.store import FactStore
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if store is None:
+        return _stdlib_facts(path, st.st_mtime_ns)
+    key = FactStore.key(PythonSourceExtractor.name, PythonSourceExtractor.version, "stdlib:" + stat_key(st))
+    hit = store.get_many([key]).get(key)
+    if hit is not None:
+        return hit
+    facts = _stdlib_facts(path, st.st_mtime_ns)
+    store.put_many([(key, facts)])
+    return facts
+
+
+def stdlib_entry(root: str, name: str, store=None) -> ModuleEntry | None:
+    """A standard-library module, found by its source file under ``root`` (never imported).
+
+    ``store``: a :class:`cuaudit.store.FactStore` that keeps the parsed facts between runs.
+    """
     if name in sys.builtin_module_names:
         return ModuleEntry(name, "extension", None, None, origin="stdlib")
     rel = name.replace(".", os.sep)
     for path, kind in ((os.path.join(root, rel, "__init__.py"), "package"), (os.path.join(root, rel + ".py"), "module")):
         if os.path.isfile(path):
             def load(path: str = path) -> tuple[PythonSourceFacts | None, None]:
-                try:
-                    st = os.stat(path)
-                    return _stdlib_facts(path, st.st_mtime_ns), None
-                except OSError:
-                    return None, None
+                return _cached_stdlib_facts(path, store), None
 
             entry = ModuleEntry(name, kind, None, path, origin="stdlib")
             entry._load = load
@@ -253,6 +273,7 @@ class ModuleUniverse:
         self.entries: dict[str, ModuleEntry] = {}
         self.children: dict[str, set[str]] = {}
         self.stdlib_root = stdlib_root
+        self.stdlib_store = None  # a FactStore for the standard library's parsed files
         self._stdlib_top = set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
         self._closure: dict[str, frozenset[str]] = {}
         self._direct: dict[str, tuple[frozenset[str], bool]] = {}
@@ -287,7 +308,7 @@ class ModuleUniverse:
     def get(self, name: str) -> ModuleEntry | None:
         entry = self.entries.get(name)
         if entry is None and self.stdlib_root and name.split(".")[0] in self._stdlib_top:
-            entry = stdlib_entry(self.stdlib_root, name)
+            entry = stdlib_entry(self.stdlib_root, name, self.stdlib_store)
             if entry is not None:
                 self.entries[name] = entry
         return entry
@@ -570,9 +591,10 @@ def public_submodules(universe: ModuleUniverse, modules: dict[str, ModuleEntry])
             yield parent, child
 
 
-def build_universe(artifacts: list, facts_for: Callable[[object, str, str], object | None], environment=None, *, stdlib: bool = True) -> tuple[ModuleUniverse, dict[int, dict[str, ModuleEntry]]]:
+def build_universe(artifacts: list, facts_for: Callable[[object, str, str], object | None], environment=None, *, stdlib: bool = True, store=None) -> tuple[ModuleUniverse, dict[int, dict[str, ModuleEntry]]]:
     """The universe of a set of artifacts: given ones first, installed ones next, then the stdlib."""
     uni = ModuleUniverse(stdlib_dir(environment) if stdlib else None)
+    uni.stdlib_store = store
     if environment is not None and environment.platform:
         # sysconfig platform -> sys.platform, for `if sys.platform == ...` around imports
         plat = environment.platform

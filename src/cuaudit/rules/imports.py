@@ -43,7 +43,13 @@ def _model(ctx) -> _Model:
         def facts_for(art, member: str, extractor: str):
             return ctx.fact(extractor, art, member)
 
-        uni, per = build_universe(ctx.artifacts, facts_for, ctx.environment)
+        store = None
+        if ctx.config.cache:
+            from cuaudit.store import FactStore, default_cache_dir
+
+            # the standard library is no artifact: its parsed files are cached here
+            store = FactStore(ctx.config.cache_dir or default_cache_dir())
+        uni, per = build_universe(ctx.artifacts, facts_for, ctx.environment, store=store)
         names = {i: {e.member: n for n, e in mods.items() if e.member} for i, mods in per.items()}
         return _Model(uni, per, names)
 
