@@ -469,3 +469,9 @@ def test_broad_handler_is_error_handling_not_an_availability_check(tree_factory)
     tree = tree_factory({"m.py": "import concurrent\ntry:\n    concurrent.futures.Future\nexcept Exception:\n    pass\n"})
     report = run([tree])
     assert [(f.code, f.location.line) for f in report.findings] == [("CU104", 3)]
+
+
+def test_allow_list_for_submodules_meant_to_be_imported(wheel_factory):
+    whl = wheel_factory("pkg", "1.0", PKG)
+    report = audit([str(whl)], config=Config(cache=False, select=("CU1",), allow={"submodule-traps": ("pkg.sub*",)}))
+    assert keys(report, "CU101") + keys(report, "CU102") == ["pkg.missed"]

@@ -81,6 +81,16 @@ def _package_traps(ctx) -> list[_PackageTrap]:
             mods = m.modules.get(i, {})
             for parent, sub in public_submodules(uni, mods):
                 pairs.setdefault(i, []).append((parent, sub))
+        # [tool.cuaudit.allow] submodule-traps = ["numpy.distutils.*"]: submodules meant to be
+        # imported explicitly (the maintainer's choice, not an oversight)
+        allowed = ctx.config.allowed("submodule-traps")
+        if allowed:
+            import fnmatch
+
+            pairs = {
+                i: [(p, s) for p, s in plist if not any(fnmatch.fnmatchcase(f"{p}.{s}", g) for g in allowed)]
+                for i, plist in pairs.items()
+            }
         static: dict[tuple[int, str, str], Reach] = {}
         for i, plist in pairs.items():
             for parent, sub in plist:
@@ -197,7 +207,9 @@ class SubmoduleNotBound(Rule):
 
     ## Fix safety
     No automatic fix: importing a submodule eagerly can change start-up time
-    and the failure mode of `import pkg` (an optional dependency).
+    and the failure mode of `import pkg` (an optional dependency).  Submodules
+    meant to be imported explicitly can be listed in `pyproject.toml`:
+    `[tool.cuaudit.allow] submodule-traps = ["pkg.cli", "pkg.contrib.*"]`.
     """
 
     code = "CU101"
