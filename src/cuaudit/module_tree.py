@@ -275,7 +275,7 @@ class ModuleUniverse:
         self.stdlib_root = stdlib_root
         self.stdlib_store = None  # a FactStore for the standard library's parsed files
         self._stdlib_top = set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
-        self._closure: dict[str, frozenset[str]] = {}
+        self._closure: dict[tuple[str, bool], frozenset[str]] = {}
         self._direct: dict[str, tuple[frozenset[str], bool]] = {}
         self._strings: dict[str, tuple] = {}
         #: the platform imports are evaluated for (the audited environment's, else this one's)
@@ -404,16 +404,27 @@ class ModuleUniverse:
         return result
 
     def closure(self, roots: Iterable[str]) -> frozenset[str]:
-        """Every module imported, as far as the model knows, by importing ``roots``."""
+        """Every module imported, as far as the model knows, by importing ``roots``.
+
+        Reachability from several roots is the union of each root's: each root's set is
+        memoised (per the stdlib flag of the request), so the thousands of files of an
+        environment share them instead of walking the graph once per file.
+        """
         roots = tuple(sorted(set(roots)))
-        if len(roots) == 1 and roots[0] in self._closure:
-            return self._closure[roots[0]]
-        seen: set[str] = set()
-        stack: list[str] = []
-        for r in roots:
-            parts = r.split(".")
-            stack += [".".join(parts[: i + 1]) for i in range(len(parts))]
         stdlib_request = all(r.split(".")[0] in self._stdlib_top for r in roots)
+        out: set[str] = set()
+        for r in roots:
+            out |= self._closure_of(r, stdlib_request)
+        return frozenset(out)
+
+    def _closure_of(self, root: str, stdlib_request: bool) -> frozenset[str]:
+        key = (root, stdlib_request)
+        cached = self._closure.get(key)
+        if cached is not None:
+            return cached
+        seen: set[str] = set()
+        parts = root.split(".")
+        stack = [".".join(parts[: i + 1]) for i in range(len(parts))]
         while stack:
             m = stack.pop()
             if m in seen:
@@ -427,8 +438,7 @@ class ModuleUniverse:
             direct, _ = self.direct_imports(m)
             stack.extend(d for d in direct if d not in seen)
         result = frozenset(seen)
-        if len(roots) == 1:
-            self._closure[roots[0]] = result
+        self._closure[key] = result
         return result
 
     # -- names ---------------------------------------------------------------------------------
