@@ -498,3 +498,43 @@ def test_other_cython_generations_static_equals_probe(python, tmp_path):
                            "print(json.dumps({k: g(v).decode() for k, v in m.__pyx_capi__.items()}))"],
                           cwd=tmp_path, capture_output=True, text=True, check=True)
     assert json.loads(live.stdout) == {e.name: e.signature for e in p.exports}
+
+
+def _index_of(modules: dict):
+    """A CapiIndex over one fake installed artifact: member path -> CythonModule facts (or None)."""
+    from cuaudit.capi_index import CapiIndex
+    from cuaudit.model import ArtifactKind, ArtifactRef, Member, MemberKind
+
+    class Fake:
+        ref = ArtifactRef(ArtifactKind.INSTALLED, "/site", "demo", "1.0")
+        members = [Member(p, MemberKind.ELF if p.endswith(".so") else MemberKind.PYTHON, 1, p) for p in modules]
+
+    art = Fake()
+    return CapiIndex.build([art], lambda a, path: modules[path]), art
+
+
+def test_no_verdict_when_a_module_with_a_capi_table_reads_as_empty():
+    # scipy 1.17 (Cython 3.2.4): cython_blas's __pyx_capi__ exists but the reader found no entry
+    from cuaudit.capi_index import import_problems
+    from cuaudit.facts.cython import CythonModule
+
+    cons = CythonModule("demo.cons", "3.2.4", imports=(CImport("demo.prov", "dgemm", "void (int)"),))
+    for prov, expected in ((CythonModule("demo.prov", "3.2.4", has_capi=True), []),
+                           (CythonModule("demo.prov", "3.2.4", has_capi=False), ["no-capi"])):
+        index, _ = _index_of({"demo/cons.so": cons, "demo/prov.so": prov})
+        [consumer] = [p for p in index.providers("demo.cons")]
+        assert [p.kind for p in import_problems(consumer, index)] == expected
+
+
+def test_shared_utility_imports_are_judged_only_against_the_utility_module():
+    from cuaudit.capi_index import import_problems
+    from cuaudit.facts.cython import CythonModule
+
+    cons = CythonModule("demo.cons", "3.2.4", imports=(CImport("demo.other", "__Pyx_Raise", "void (void)"),
+                                                        CImport("demo._cyutility", "__Pyx_Raise", "void (void)")))
+    other = CythonModule("demo.other", "", is_cython=False)
+    util = CythonModule("demo._cyutility", "3.2.4", has_capi=True, exports=(CExport("__Pyx_Other", "void (void)"),))
+    index, _ = _index_of({"demo/cons.so": cons, "demo/other.so": other, "demo/_cyutility.so": util})
+    [consumer] = index.providers("demo.cons")
+    problems = import_problems(consumer, index)
+    assert [(p.kind, p.module) for p in problems] == [("missing", "demo._cyutility")]

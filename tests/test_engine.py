@@ -335,7 +335,7 @@ def test_identical_members_at_different_paths_keep_their_own_facts(tmp_path, mar
         got = {path: fact.path for (_, path, _), fact in ex.facts.items()}
         assert got == {"twins/a/__init__.py": "twins/a/__init__.py", "twins/b/__init__.py": "twins/b/__init__.py"}
         ex.store.close()
-    assert ex.store.hits == 2
+    assert ex.cached == 2  # both facts served from the cache (one bundle read for the wheel)
 
 
 class _Unpicklable:
@@ -444,3 +444,26 @@ def test_one_input_problem_per_member_and_code_across_extractors(tmp_path, marke
         assert (f.code, f.location.line, f.evidence["extractor"]) == ("CU007", 1, "pyproject")
     finally:
         facts_registry._REGISTRY.pop("a-test-second-parser", None)
+
+
+def test_a_cached_artifact_is_one_bundle_read_and_a_changed_member_falls_back_to_members(tmp_path, marker_rules):
+    files = {f"pkg/m{i}.py": f"x = {i}  # {WARN}\n" for i in range(5)}
+    whl = make_wheel(tmp_path, "bundled", "1.0", files)
+    conf = only_cu0(cache_dir=str(tmp_path / "cache"), jobs=1)
+
+    def run(path):
+        ex = engine.Extraction(conf, None)
+        [art] = cuaudit.inputs.resolve([str(path)])
+        ex.run([art], lambda m: ("test-marker",) if m.path.endswith(".py") else ())
+        ex.store.close()
+        return ex
+
+    first = run(whl)
+    assert first.extracted == 5 and first.cached == 0
+    second = run(whl)
+    assert second.extracted == 0 and second.cached == 5 and second.store.hits == 1  # one bundle
+    whl.unlink()
+    changed = make_wheel(tmp_path, "bundled", "1.0", {**files, "pkg/m0.py": f"x = 99  # {WARN}\n"})
+    third = run(changed)
+    # the bundle key changed with m0's content: m0 is extracted, the other four come from their own entries
+    assert third.extracted == 1 and third.cached == 4

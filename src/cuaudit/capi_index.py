@@ -167,6 +167,16 @@ def import_problems(consumer: Provider, index: CapiIndex) -> list[ImportProblem]
     by_module: dict[str, list[CImport]] = {}
     for imp in facts.imports:
         by_module.setdefault(imp.module, []).append(imp)
+    # Cython >= 3.1 shares its utility code through a module of the package (scipy._cyutility):
+    # `__Pyx_*` imports name only that module.  Paired with any other module they are the
+    # static reader's mistake, not a break (false CU301s seen on scipy 1.17 / Cython 3.2.4).
+    for module in list(by_module):
+        if not module.endswith("._cyutility") and not module.endswith("_cyutility"):
+            kept = [i for i in by_module[module] if not i.name.startswith("__Pyx_")]
+            if kept:
+                by_module[module] = kept
+            else:
+                del by_module[module]
     for module, imps in sorted(by_module.items()):
         if module == facts.module:
             continue
@@ -182,6 +192,11 @@ def import_problems(consumer: Provider, index: CapiIndex) -> list[ImportProblem]
             table = index.exports_of(prov)
             if prov.facts is not None and prov.facts.unresolved and not table:
                 continue  # its C-API was not read (a CU009 says so): no verdict
+            if table == {} and prov.facts is not None and prov.facts.has_capi:
+                # Cython creates __pyx_capi__ only to put exports in it: an empty table read
+                # from a module that has one means the reader missed them (scipy 1.17's
+                # cython_blas, Cython 3.2.4): no verdict rather than a false "does not export".
+                continue
             if table is None:
                 if prov.facts is None and not prov.is_python:
                     continue  # an extension module the static reader could not read

@@ -97,16 +97,35 @@ class RuleContext:
         self._facts = facts
         self._index = {id(a): i for i, a in enumerate(self.artifacts)}
         self._memo: dict[Any, Any] = {}
+        self._by_extractor: dict[str, list[tuple[int, Member, Any]]] | None = None
+
+    def _table(self) -> dict[str, list[tuple[int, Member, Any]]]:
+        """extractor -> [(artifact index, member, fact)] in artifact and member order, built once."""
+        if self._by_extractor is None:
+            names = {n for (_i, _p, n) in self._facts}
+            table: dict[str, list[tuple[int, Member, Any]]] = {n: [] for n in names}
+            get = self._facts.get
+            for i, art in enumerate(self.artifacts):
+                for m in art.members:
+                    for n in names:
+                        value = get((i, m.path, n))
+                        if value is not None:
+                            table[n].append((i, m, value))
+            self._by_extractor = table
+        return self._by_extractor
 
     def facts(self, extractor: str, artifact: Artifact | None = None) -> Iterator[tuple[Artifact, Member, Any]]:
         """(artifact, member, fact) for every member the extractor produced a fact for."""
-        arts = [artifact] if artifact is not None else self.artifacts
-        for art in arts:
-            i = self._index[id(art)]
-            for m in art.members:
+        if artifact is not None:
+            i = self._index[id(artifact)]
+            for m in artifact.members:
                 value = self._facts.get((i, m.path, extractor))
                 if value is not None:
-                    yield art, m, value
+                    yield artifact, m, value
+            return
+        arts = self.artifacts
+        for i, m, value in self._table().get(extractor, ()):
+            yield arts[i], m, value
 
     def fact(self, extractor: str, artifact: Artifact, member: str) -> Any | None:
         return self._facts.get((self._index[id(artifact)], member, extractor))
@@ -206,6 +225,13 @@ def _chunks(tasks: list[tuple[Member, tuple[str, ...]]], target_bytes: int = 16 
         yield chunk
 
 
+def _bundle_key(member_keys: list[str]) -> str:
+    import hashlib
+
+    digest = hashlib.blake2b("\n".join(sorted(member_keys)).encode(), digest_size=20).hexdigest()
+    return f"bundle:{digest}"
+
+
 class Extraction:
     """Facts for every (member, extractor) pair, from the cache or extracted now."""
 
@@ -231,7 +257,21 @@ class Extraction:
                     pending.append((i, m, names))
                     for n in names:
                         keys[(i, m.path, n)] = FactStore.key(n, facts_registry.get(n).version, m.content_key)
-        cached = self.store.get_many(set(keys.values()))
+        # One bundle per artifact holds the facts of all its members under a key made of
+        # every member's key: a cached audit of an environment then costs one read and
+        # one unpickle per distribution, not per file (200 distributions, 50 k files on the
+        # GPU machine: 3.2 s cached before bundles).
+        per_art: dict[int, list[str]] = {}
+        for (i, _path, _n), k in keys.items():
+            per_art.setdefault(i, []).append(k)
+        bundle_keys = {i: _bundle_key(ks) for i, ks in per_art.items()}
+        bundles = self.store.get_many(set(bundle_keys.values()))
+        cached: dict[str, Any] = {}
+        for i, bk in bundle_keys.items():
+            if isinstance(bundles.get(bk), dict):
+                cached.update(bundles[bk])
+        rest = {k for i, ks in per_art.items() if not isinstance(bundles.get(bundle_keys[i]), dict) for k in ks}
+        cached.update(self.store.get_many(rest))
         # No SQLite connection may cross a fork (a child closing it releases the
         # parent's file locks); it is reopened for put_many.
         self.store.close()
@@ -253,9 +293,20 @@ class Extraction:
                 todo.setdefault(i, []).append((m, tuple(missing)))
         total_tasks = sum(len(v) for v in todo.values())
         total_bytes = sum(m.size for v in todo.values() for m, _ in v)
+        new: list[tuple[str, Any]] = []
+        try:
+            self._extract(artifacts, todo, keys, new, total_tasks, total_bytes)
+        finally:
+            # bundles for the artifacts that had none, once every fact of theirs is known
+            known = {**cached, **dict(new)}
+            for i, ks in per_art.items():
+                if not isinstance(bundles.get(bundle_keys[i]), dict) and all(k in known for k in ks):
+                    new.append((bundle_keys[i], {k: known[k] for k in ks}))
+            self.store.put_many(new)
+
+    def _extract(self, artifacts, todo, keys, new, total_tasks: int, total_bytes: int) -> None:
         if not total_tasks:
             return
-        new: list[tuple[str, Any]] = []
         jobs = self.config.jobs or _usable_cpus()
         groups = [(i, chunk) for i, tasks in todo.items() for chunk in _chunks(tasks)]
         global _FORKED
@@ -297,7 +348,6 @@ class Extraction:
             _FORKED = None  # noqa: F841 - see the global statement above
             if self.progress:
                 self.progress.stop()
-        self.store.put_many(new)
 
     def _collect(self, artifacts, i, results, keys, new) -> None:
         for path, name, ok, value in results:

@@ -85,10 +85,10 @@ def apply_fixes(report, *, unsafe: bool = False, write: bool = True) -> FixResul
         lines = before.splitlines(keepends=True)
         for f in sorted(findings, key=Finding.sort_key):
             spans = [(_offset(lines, e.start_line, e.start_column), _offset(lines, e.end_line, e.end_column)) for e in f.fix.edits]
-            if any(s < te and ts < e or (s == e == ts == te) for s, e in spans for ts, te in taken):
-                continue
-            if any(e in edits for e in f.fix.edits):
+            if all(e in edits for e in f.fix.edits):
                 result.fixed.append(f)  # the same edit (one import added for two findings)
+                continue
+            if any(s < te and ts < e or (s == e == ts == te) for s, e in spans for ts, te in taken):
                 continue
             taken += spans
             edits += f.fix.edits

@@ -1,0 +1,107 @@
+"""Dotted names in compiled extension modules: the modules they may import.
+
+A Cython module imports what it ``cimport``s and ``import``s at module
+init, by name: ``cupy/cuda/cub.so`` imports ``cupy.cuda.common``, which is
+why ``import cupy.cuda; cupy.cuda.common`` works although no Python file
+imports it.  The package model (``cuaudit.module_tree``) treats every dotted
+string of an extension module that names a known module as an import:
+it can only make the model say "reachable" more often, never invent a trap.
+
+Strings are read as they are stored (Cython <= 3.1 keeps them as plain C
+strings).  Cython 3.2 compresses a module's strings into one zlib blob; the
+blobs found in the file are inflated too.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from dataclasses import dataclass
+
+from cuaudit.facts import Extractor, InputError, MemberReader
+from cuaudit.model import Member, MemberKind
+
+_DOTTED = re.compile(rb"[A-Za-z_][A-Za-z0-9_]{0,64}(?:\.[A-Za-z_][A-Za-z0-9_]{0,64}){1,8}")
+_ZLIB_HEADERS = (b"\x78\x9c", b"\x78\xda")  # zlib.compress() defaults and level 9
+_SECTIONS = (".rodata", ".data.rel.ro", ".data", ".rdata")
+#: extension modules above this size are not scanned (they are libraries, not Cython modules)
+MAX_SIZE = 256 * 1024**2
+
+
+@dataclass(frozen=True)
+class ExtensionModuleStrings:
+    """Dotted identifiers (``a.b``, ``a.b.c``) found in an extension module, and the
+    plain identifiers stored as separate C strings (Cython's ``from a import b``
+    keeps ``a`` and ``b`` apart: ``cupy/_core/fusion.so`` holds ``new_fusion``)."""
+
+    dotted: tuple[str, ...]
+    identifiers: tuple[str, ...] = ()
+
+
+def is_extension_module_name(path: str) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    if name.endswith(".pyd") or ".cpython-" in name or ".abi3." in name or ".pypy" in name:
+        return True
+    stem = name[:-3] if name.endswith(".so") else ""
+    return bool(stem) and stem.isidentifier() and not stem.startswith("lib")
+
+
+_IDENT = re.compile(rb"(?<=\x00)[A-Za-z_][A-Za-z0-9_]{1,64}(?=\x00)")
+
+
+def identifier_strings(data: bytes) -> tuple[str, ...]:
+    return tuple(sorted({m.group().decode("ascii") for m in _IDENT.finditer(data)}))
+
+
+def dotted_strings(data: bytes) -> tuple[str, ...]:
+    found = {m.group().decode("ascii") for m in _DOTTED.finditer(data)}
+    for header in _ZLIB_HEADERS:
+        start = 0
+        while True:
+            pos = data.find(header, start)
+            if pos < 0:
+                break
+            start = pos + 1
+            try:
+                d = zlib.decompressobj()
+                out = d.decompress(data[pos : pos + (4 << 20)], 16 << 20)
+            except zlib.error:
+                continue
+            if len(out) >= 64 and d.eof:
+                found |= {m.group().decode("ascii") for m in _DOTTED.finditer(out)}
+    return tuple(sorted(found))
+
+
+class ExtensionStringsExtractor(Extractor):
+    name = "extension_strings"
+    version = 2
+
+    def applies(self, member: Member) -> bool:
+        return member.kind is MemberKind.ELF and member.size <= MAX_SIZE and is_extension_module_name(member.path)
+
+    def extract(self, reader: MemberReader) -> ExtensionModuleStrings:
+        # Only the read-only data holds the strings; device code (.nv_fatbin, often 90% of a
+        # CUDA extension) and machine code are skipped.
+        import io
+
+        from elftools.common.exceptions import ELFError
+        from elftools.elf.elffile import ELFFile
+
+        mm = reader.mmap()
+        try:
+            stream = mm if mm is not None else io.BytesIO(reader.read())
+            try:
+                elf = ELFFile(stream)
+                chunks = []
+                for sec in elf.iter_sections():
+                    if sec.name in _SECTIONS and sec["sh_type"] != "SHT_NOBITS":
+                        off, size = sec["sh_offset"], sec["sh_size"]
+                        stream.seek(off)
+                        chunks.append(stream.read(size))
+            except (ELFError, ValueError, OSError) as exc:
+                raise InputError("CU005", f"{reader.path}: unreadable ELF ({exc})") from exc
+            data = b"\0".join(chunks)
+            return ExtensionModuleStrings(dotted_strings(data), identifier_strings(data))
+        finally:
+            if mm is not None:
+                mm.close()

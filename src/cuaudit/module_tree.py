@@ -1,0 +1,617 @@
+"""The package model: which modules exist, what ``import X`` imports, what binds what.
+
+Built from the member lists of the audited artifacts (wheels, trees,
+installed distributions) plus their ``python_source`` facts, and, on
+demand, from the standard library's own source files (read, never
+imported).  Everything is static: ``import parent`` is modelled as running
+the module-level imports of ``parent`` and of everything they import, and a
+submodule ``parent.sub`` is an attribute of ``parent`` afterwards only if one
+of those imports imported it, or ``parent/__init__`` binds ``sub``, or its
+``__getattr__`` serves ``sub``.
+
+Where the model cannot know (an extension module's own imports, a
+``globals()`` update, a star import from a compiled module, a module that
+replaces itself in ``sys.modules``) the answer is ``unknown`` and the rules
+stay silent: a missed trap is better than a false alarm (pyflakes' promise).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import sysconfig
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Callable, Iterable, Iterator
+
+from cuaudit.facts.python_source import ImportRecord, PythonSourceFacts, parse_python_source, platform_allows
+from cuaudit.model import ArtifactKind
+
+_EXT = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z0-9_-]+)*\.(so|pyd)$")
+_DATA_DIR = re.compile(r"^[^/]+\.data/(purelib|platlib)/")
+_SKIP_DIR = re.compile(r"(^|/)[^/]+\.(dist-info|egg-info|data)(/|$)")
+
+#: submodule names that are never public API (test suites, entry points, build scripts)
+PRIVATE_NAMES = frozenset({"tests", "test", "conftest", "__main__", "setup", "__pycache__"})
+
+
+@dataclass
+class ModuleEntry:
+    """One importable module of the model."""
+
+    name: str
+    kind: str  # package | module | extension | namespace
+    artifact: object | None = None  # the Artifact it comes from (None: standard library)
+    member: str | None = None  # its file inside the artifact (None for namespace packages)
+    stub_member: str | None = None  # the .pyi beside it
+    origin: str = ""  # "artifact" | "stdlib"
+    _facts: PythonSourceFacts | None = None
+    _stub: PythonSourceFacts | None = None
+    _load: Callable[[], tuple[PythonSourceFacts | None, PythonSourceFacts | None]] | None = None
+
+    def _ensure(self) -> None:
+        if self._load is not None:
+            self._facts, self._stub = self._load()
+            self._load = None
+
+    @property
+    def facts(self) -> PythonSourceFacts | None:
+        self._ensure()
+        return self._facts
+
+    @property
+    def stub(self) -> PythonSourceFacts | None:
+        self._ensure()
+        return self._stub
+
+    @property
+    def is_package(self) -> bool:
+        return self.kind in ("package", "namespace")
+
+    @property
+    def display(self) -> str:
+        """How messages name the module's file."""
+        if self.origin == "stdlib":
+            rel = self.name.replace(".", "/") + ("/__init__.py" if self.kind == "package" else ".py")
+            return f"{rel} (standard library)"
+        return self.member or self.name
+
+
+def module_name_of(path: str) -> tuple[str, str] | None:
+    """(dotted name, kind) for a member path relative to an import root, or None.
+
+    kind: package (``__init__.py``), module, extension, stub (``.pyi``), stub-package.
+    """
+    parts = path.split("/")
+    fname = parts[-1]
+    dirs = parts[:-1]
+    if not all(d.isidentifier() for d in dirs):
+        return None
+    if fname in ("__init__.py",):
+        return (".".join(dirs), "package") if dirs else None
+    if fname == "__init__.pyi":
+        return (".".join(dirs), "stub-package") if dirs else None
+    if fname.endswith(".py") and fname[:-3].isidentifier():
+        return ".".join(dirs + [fname[:-3]]), "module"
+    if fname.endswith(".pyi") and fname[:-4].isidentifier():
+        return ".".join(dirs + [fname[:-4]]), "stub"
+    m = _EXT.match(fname)
+    if m and "/" + fname not in ("/__init__.so",):
+        name = m.group("name")
+        if name == "__init__":
+            return (".".join(dirs), "package") if dirs else None
+        return ".".join(dirs + [name]), "extension"
+    return None
+
+
+def artifact_modules(artifact, members: Iterable) -> dict[str, ModuleEntry]:
+    """The modules an artifact provides: name -> entry (facts loaded lazily by the caller)."""
+    kind = artifact.ref.kind
+    paths: dict[str, str] = {}  # relative-to-import-root path -> member path
+    member_paths = [m.path for m in members]
+    if kind in (ArtifactKind.TREE, ArtifactKind.SDIST):
+        present = set(member_paths)
+        for p in member_paths:
+            if not p.endswith((".py", ".pyi", ".so", ".pyd")) or _SKIP_DIR.search(p):
+                continue
+            parts = p.split("/")
+            # climb while the folder is a regular package
+            i = len(parts) - 1
+            while i > 0 and "/".join(parts[:i]) + "/__init__.py" in present:
+                i -= 1
+            rel = "/".join(parts[i:])
+            paths.setdefault(rel, p)
+    elif kind is ArtifactKind.FILE:
+        for p in member_paths:
+            paths.setdefault(p.rsplit("/", 1)[-1], p)
+    else:
+        for p in member_paths:
+            rel = _DATA_DIR.sub("", p, count=1)
+            if _SKIP_DIR.search(rel):
+                continue
+            paths.setdefault(rel, p)
+    out: dict[str, ModuleEntry] = {}
+    stubs: dict[str, str] = {}
+    for rel, member in paths.items():
+        got = module_name_of(rel)
+        if got is None:
+            continue
+        name, mkind = got
+        if mkind in ("stub", "stub-package"):
+            stubs[name] = member
+            continue
+        prev = out.get(name)
+        # a .py beats an extension of the same name only if there is no package
+        if prev is not None and (prev.kind == "package" or (prev.kind == "module" and mkind == "extension")):
+            continue
+        out[name] = ModuleEntry(name, mkind, artifact, member, origin="artifact")
+    # namespace packages: folders holding modules without an __init__
+    if kind is not ArtifactKind.FILE:
+        for name in list(out):
+            parts = name.split(".")
+            for i in range(1, len(parts)):
+                parent = ".".join(parts[:i])
+                if parent not in out:
+                    out[parent] = ModuleEntry(parent, "namespace", artifact, None, origin="artifact")
+    for name, member in stubs.items():
+        if name in out:
+            out[name].stub_member = member
+    return out
+
+
+# -- the standard library ----------------------------------------------------------------
+
+
+def stdlib_dir(environment=None) -> str | None:
+    """The standard library's folder: the environment's (from its sys.path), else this interpreter's."""
+    if environment is not None:
+        for d in environment.sys_path:
+            if os.path.isfile(os.path.join(d, "os.py")) and os.path.isdir(os.path.join(d, "importlib")):
+                return d
+    d = sysconfig.get_paths().get("stdlib")
+    return d if d and os.path.isdir(d) else None
+
+
+@lru_cache(maxsize=4096)
+def _stdlib_facts(path: str, mtime_ns: int) -> PythonSourceFacts:
+    with open(path, "rb") as fh:
+        data = fh.read()
+    try:
+        import io
+        import tokenize
+
+        enc, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        text = data.decode(enc)
+    except (SyntaxError, UnicodeDecodeError, LookupError):
+        text = data.decode("utf-8", "replace")
+    return parse_python_source(text)
+
+
+def _cached_stdlib_facts(path: str, store) -> PythonSourceFacts | None:
+    """The facts of a standard-library file, through the fact cache when there is one."""
+    from cuaudit.facts.python_source import PythonSourceExtractor
+    from cuaudit.inputs import stat_key
+    from cuaudit.store import FactStore
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if store is None:
+        return _stdlib_facts(path, st.st_mtime_ns)
+    key = FactStore.key(PythonSourceExtractor.name, PythonSourceExtractor.version, "stdlib:" + stat_key(st))
+    hit = store.get_many([key]).get(key)
+    if hit is not None:
+        return hit
+    facts = _stdlib_facts(path, st.st_mtime_ns)
+    store.put_many([(key, facts)])
+    return facts
+
+
+def stdlib_entry(root: str, name: str, store=None) -> ModuleEntry | None:
+    """A standard-library module, found by its source file under ``root`` (never imported).
+
+    ``store``: a :class:`cuaudit.store.FactStore` that keeps the parsed facts between runs.
+    """
+    if name in sys.builtin_module_names:
+        return ModuleEntry(name, "extension", None, None, origin="stdlib")
+    rel = name.replace(".", os.sep)
+    for path, kind in ((os.path.join(root, rel, "__init__.py"), "package"), (os.path.join(root, rel + ".py"), "module")):
+        if os.path.isfile(path):
+            def load(path: str = path) -> tuple[PythonSourceFacts | None, None]:
+                return _cached_stdlib_facts(path, store), None
+
+            entry = ModuleEntry(name, kind, None, path, origin="stdlib")
+            entry._load = load
+            return entry
+    dynload = os.path.join(root, "lib-dynload")
+    if "." not in name and os.path.isdir(dynload):
+        if any(f.split(".")[0] == name for f in _listdir(dynload)):
+            return ModuleEntry(name, "extension", None, None, origin="stdlib")
+    return None
+
+
+@lru_cache(maxsize=64)
+def _listdir(d: str) -> tuple[str, ...]:
+    try:
+        return tuple(os.listdir(d))
+    except OSError:
+        return ()
+
+
+# -- verdicts -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reach:
+    """Whether ``parent.sub`` works as an attribute after some imports.
+
+    status: ``imported`` (something imported the submodule), ``bound``
+    (the parent binds the name), ``getattr`` (its ``__getattr__`` serves it),
+    ``trap`` (AttributeError; no ``__getattr__``), ``getattr-trap`` (its
+    ``__getattr__`` raises AttributeError for it), ``unknown``.
+    """
+
+    status: str
+    detail: str = ""
+    target: str | None = None  # the module the attribute is, when known
+
+    @property
+    def works(self) -> bool:
+        return self.status in ("imported", "bound", "getattr")
+
+    @property
+    def is_trap(self) -> bool:
+        return self.status in ("trap", "getattr-trap")
+
+
+class ModuleUniverse:
+    """Every module the audit can see, and the static import semantics over them."""
+
+    def __init__(self, stdlib_root: str | None = None) -> None:
+        self.entries: dict[str, ModuleEntry] = {}
+        self.children: dict[str, set[str]] = {}
+        self.stdlib_root = stdlib_root
+        self.stdlib_store = None  # a FactStore for the standard library's parsed files
+        self._stdlib_top = set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
+        self._closure: dict[tuple[str, bool], frozenset[str]] = {}
+        self._direct: dict[str, tuple[frozenset[str], bool]] = {}
+        self._strings: dict[str, tuple] = {}
+        #: the platform imports are evaluated for (the audited environment's, else this one's)
+        self.sys_platform = sys.platform
+        self.os_name = os.name  # extension module -> how to get its dotted strings
+
+    # -- building ------------------------------------------------------------------------
+    def add_artifact(self, artifact, facts_for: Callable[[object, str, str], object | None]) -> dict[str, ModuleEntry]:
+        """Add an artifact's modules; ``facts_for(artifact, member, extractor)`` gives their facts."""
+        mods = artifact_modules(artifact, artifact.members)
+        for name, entry in mods.items():
+            if entry.member or entry.stub_member:
+                def load(a=artifact, e=entry) -> tuple:
+                    f = facts_for(a, e.member, "python_source") if e.member and e.member.endswith(".py") else None
+                    s = facts_for(a, e.stub_member, "python_source") if e.stub_member else None
+                    return f, s
+
+                entry._load = load
+            if entry.kind == "extension" and entry.member:
+                self._strings[name] = (artifact, entry.member, facts_for)
+            if name.split(".")[0] in self._stdlib_top and self.stdlib_root:
+                continue  # the standard library wins for its own names
+            if name not in self.entries or (self.entries[name].kind == "namespace" and entry.kind != "namespace"):
+                self.entries[name] = entry
+            if "." in name:
+                parent, _, child = name.rpartition(".")
+                self.children.setdefault(parent, set()).add(child)
+        return mods
+
+    def get(self, name: str) -> ModuleEntry | None:
+        entry = self.entries.get(name)
+        if entry is None and self.stdlib_root and name.split(".")[0] in self._stdlib_top:
+            entry = stdlib_entry(self.stdlib_root, name, self.stdlib_store)
+            if entry is not None:
+                self.entries[name] = entry
+        return entry
+
+    def is_stdlib(self, name: str) -> bool:
+        entry = self.get(name)
+        return entry is not None and entry.origin == "stdlib"
+
+    def exists(self, name: str) -> bool:
+        return self.get(name) is not None
+
+    # -- imports ----------------------------------------------------------------------------
+    def resolve(self, imp: ImportRecord, importer: str, importer_is_package: bool) -> str | None:
+        """The absolute module an import names (its ``from`` part), or None."""
+        if imp.level == 0:
+            return imp.module
+        base = importer.split(".") if importer_is_package else importer.split(".")[:-1]
+        if imp.level - 1 > len(base) - 1 and imp.level > 1:
+            return None
+        base = base[: len(base) - (imp.level - 1)] if imp.level > 1 else base
+        if not base:
+            return None
+        return ".".join(base + ([imp.module] if imp.module else []))
+
+    def imported_by(self, imp: ImportRecord, importer: str, importer_is_package: bool) -> list[str]:
+        """Modules an import statement imports (with their parents), as far as the model knows."""
+        base = self.resolve(imp, importer, importer_is_package)
+        if not base:
+            return []
+        parts = base.split(".")
+        out = [".".join(parts[: i + 1]) for i in range(len(parts))]
+        if imp.kind == "from" and imp.name and imp.name != "*":
+            cand = f"{base}.{imp.name}"
+            if self.exists(cand):
+                out.append(cand)
+        return out
+
+    def dynamic_targets(self, facts: PythonSourceFacts, importer: str, is_package: bool) -> set[str]:
+        """Modules named by literal ``importlib.import_module``/``__import__`` calls (with parents)."""
+        out: set[str] = set()
+        for dyn in facts.dynamic_imports:
+            if dyn.startswith("."):
+                pkg = importer if is_package else importer.rpartition(".")[0]
+                level = len(dyn) - len(dyn.lstrip("."))
+                base = pkg.split(".")[: len(pkg.split(".")) - (level - 1)]
+                target = ".".join(base + [dyn.lstrip(".")]) if dyn.lstrip(".") else ".".join(base)
+            else:
+                target = dyn
+            parts = [p for p in target.split(".") if p]
+            out.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+        return out
+
+    def direct_imports(self, name: str) -> tuple[frozenset[str], bool]:
+        """(modules imported by running ``name``'s module-level code, whether that is fully known)."""
+        if name in self._direct:
+            return self._direct[name]
+        entry = self.get(name)
+        out: set[str] = set()
+        known = True
+        if entry is None or entry.kind == "extension":
+            known = entry is not None and entry.origin == "stdlib"  # C modules of the stdlib import nothing of ours
+            if name in self._strings:
+                # a compiled module imports by name: every dotted string naming a known module counts
+                art, member, facts_for = self._strings[name]
+                found = facts_for(art, member, "extension_strings")
+                idents = set(getattr(found, "identifiers", ()))
+                packages = {name.rpartition(".")[0]} if "." in name else set()
+                for dotted in getattr(found, "dotted", ()):
+                    if dotted in self.entries and dotted != name:
+                        parts = dotted.split(".")
+                        out.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+                        packages.add(dotted)
+                # `from pkg import sub` in Cython: "pkg" and "sub" are separate strings
+                for pkg in packages:
+                    for child in self.children.get(pkg, ()):
+                        if child in idents and f"{pkg}.{child}" != name:
+                            out.add(f"{pkg}.{child}")
+        elif entry.kind == "namespace":
+            pass
+        else:
+            facts = entry.facts
+            if facts is None or facts.syntax_error is not None:
+                known = False
+            else:
+                for imp in facts.module_level_imports():
+                    # urllib3: `if sys.platform == "emscripten": from .contrib.emscripten import ...`
+                    if imp.platform and not platform_allows(imp.platform, self.sys_platform, self.os_name):
+                        continue
+                    out.update(self.imported_by(imp, name, entry.is_package))
+                out.update(self.dynamic_targets(facts, name, entry.is_package))
+        result = (frozenset(out), known)
+        self._direct[name] = result
+        return result
+
+    def closure(self, roots: Iterable[str]) -> frozenset[str]:
+        """Every module imported, as far as the model knows, by importing ``roots``.
+
+        Reachability from several roots is the union of each root's: each root's set is
+        memoised (per the stdlib flag of the request), so the thousands of files of an
+        environment share them instead of walking the graph once per file.
+        """
+        roots = tuple(sorted(set(roots)))
+        stdlib_request = all(r.split(".")[0] in self._stdlib_top for r in roots)
+        out: set[str] = set()
+        for r in roots:
+            out |= self._closure_of(r, stdlib_request)
+        return frozenset(out)
+
+    def _closure_of(self, root: str, stdlib_request: bool) -> frozenset[str]:
+        key = (root, stdlib_request)
+        cached = self._closure.get(key)
+        if cached is not None:
+            return cached
+        seen: set[str] = set()
+        parts = root.split(".")
+        stack = [".".join(parts[: i + 1]) for i in range(len(parts))]
+        while stack:
+            m = stack.pop()
+            if m in seen:
+                continue
+            seen.add(m)
+            entry = self.entries.get(m)
+            if entry is None and not stdlib_request:
+                continue  # the stdlib never imports third-party submodules: do not read it for them
+            if entry is not None and entry.origin == "stdlib" and not stdlib_request:
+                continue
+            direct, _ = self.direct_imports(m)
+            stack.extend(d for d in direct if d not in seen)
+        result = frozenset(seen)
+        self._closure[key] = result
+        return result
+
+    # -- names ---------------------------------------------------------------------------------
+    def exported(self, name: str, depth: int = 0) -> frozenset[str] | None:
+        """Names ``from name import *`` binds, or None when unknown."""
+        entry = self.get(name)
+        if entry is None or entry.kind in ("extension", "namespace") or depth > 8:
+            return None
+        f = entry.facts
+        if f is None or f.syntax_error is not None:
+            return None
+        if f.all_names is not None:
+            return frozenset(f.all_names)
+        names = {n for n in f.bound_names() if not n.startswith("_")}
+        for imp in f.star_imports:
+            src = self.resolve(imp, name, entry.is_package)
+            sub = self.exported(src, depth + 1) if src else None
+            if sub is None:
+                return None
+            names |= sub
+        return frozenset(names)
+
+    def binding_target(self, parent: str, sub: str) -> str | None:
+        """The module ``parent.sub`` is when ``parent`` binds ``sub`` by an import, else None."""
+        entry = self.get(parent)
+        f = entry.facts if entry else None
+        if f is None:
+            return None
+        for imp in f.module_level_imports():
+            if imp.bound_name != sub:
+                continue
+            base = self.resolve(imp, parent, entry.is_package)
+            if not base:
+                continue
+            if imp.kind == "import":
+                return base if imp.asname else base.split(".")[0]
+            cand = f"{base}.{imp.name}"
+            if self.exists(cand):
+                return cand
+        return None
+
+    def lazy_names(self, parent: str) -> tuple[set[str], GetattrSummary | None]:
+        """Names a package's ``__getattr__`` serves, resolving ``attach_stub`` through its ``.pyi``."""
+        entry = self.get(parent)
+        f = entry.facts if entry else None
+        if f is None or f.getattr is None:
+            return set(), None
+        g = f.getattr
+        handled = set(g.handled)
+        stub_subs: set[str] = set()
+        stub_attrs: set[str] = set()
+        if f.lazy is not None and f.lazy.kind == "attach_stub":
+            stub = entry.stub
+            if stub is not None:
+                for imp in stub.imports:
+                    if imp.kind == "from" and imp.level == 1 and not imp.module and imp.name:
+                        stub_subs.add(imp.name)
+                    elif imp.kind == "from" and imp.level == 1 and imp.name:
+                        stub_attrs.add(imp.asname or imp.name)
+            handled |= stub_subs | stub_attrs
+        return handled, GetattrSummary(g.line, g.generic, g.fallback, tuple(g.raising), g.source, tuple(sorted(stub_subs)))
+
+    def reach(self, parent: str, sub: str, imported: frozenset[str] | Callable[[], frozenset[str]], depth: int = 0) -> Reach:
+        """Is ``parent.sub`` an attribute once the modules in ``imported`` (a closure) are imported?
+
+        ``imported`` may be a function computing the closure: it is only called when the
+        parent does not bind the name itself (``os.path`` needs no closure).
+        """
+        full = f"{parent}.{sub}"
+        entry = self.get(parent)
+        facts = entry.facts if entry is not None and entry.kind in ("package", "module") else None
+        deleted = [line for name, line in (facts.deleted if facts else ()) if name == sub]
+        if facts is not None and facts.syntax_error is None and not deleted and sub in facts.bound_names():
+            b = next(b for b in facts.bindings if b.name == sub)
+            return Reach("bound", f"{entry.display}:{b.line} binds {sub}", self.binding_target(parent, sub))
+        if callable(imported):
+            imported = imported()
+        if full in imported and not deleted:
+            return Reach("imported", f"{full} is imported when {parent} is", full)
+        if entry is None:
+            return Reach("unknown", f"{parent} is not known")
+        where = entry.display
+        if entry.kind == "extension":
+            return Reach("unknown", f"{parent} is an extension module")
+        if entry.kind == "namespace":
+            return Reach("trap", f"{parent} is a namespace package: it binds none of its submodules")
+        f = entry.facts
+        if f is None or f.syntax_error is not None:
+            return Reach("unknown", f"{where} could not be read")
+        if deleted:
+            handled, g = self.lazy_names(parent)
+            if g is not None and sub in handled:
+                return Reach("getattr", f"{where}:{g.line} __getattr__ serves {sub!r}", full)
+            return Reach("trap", f"{where}:{deleted[-1]} deletes {sub} (`del {sub}`) after importing it")
+        if sub in f.bound_names():
+            b = next(b for b in f.bindings if b.name == sub)
+            return Reach("bound", f"{where}:{b.line} binds {sub}", self.binding_target(parent, sub))
+        if f.dynamic:
+            line, what = f.dynamic[0]
+            return Reach("unknown", f"{where}:{line} binds names dynamically ({what})")
+        for imp in f.star_imports:
+            src = self.resolve(imp, parent, entry.is_package)
+            names = self.exported(src) if src else None
+            if names is None:
+                return Reach("unknown", f"{where}:{imp.line} star-imports from {src or '?'}, whose names are not known")
+            if sub in names:
+                return Reach("bound", f"{where}:{imp.line} star-imports {sub} from {src}")
+        handled, g = self.lazy_names(parent)
+        if g is not None:
+            if f.getattr is not None and f.getattr.delegate and sub not in handled and sub not in g.raising:
+                target = self.binding_target(parent, f.getattr.delegate)
+                if target and target != parent and depth < 4:
+                    inner = self.reach(target, sub, lambda: imported | self.closure([target]), depth + 1)
+                    if inner.works:
+                        return Reach("getattr", f"{where}:{g.line} __getattr__ forwards to {target}, which has {sub!r}", full)
+                    if inner.is_trap:
+                        return Reach("getattr-trap", f"{where}:{g.line} __getattr__ forwards to {target}, which has no {sub!r} ({inner.detail})")
+                return Reach("unknown", f"{where}:{g.line} __getattr__ forwards to {f.getattr.delegate}")
+            if sub in handled or g.generic:
+                return Reach("getattr", f"{where}:{g.line} __getattr__ serves {sub!r}", full)
+            if g.fallback == "AttributeError" or sub in g.raising:
+                return Reach("getattr-trap", f"{where}:{g.line} __getattr__ raises AttributeError for {sub!r}")
+            return Reach("unknown", f"{where}:{g.line} __getattr__ may serve {sub!r}")
+        return Reach("trap", f"{where} neither binds nor imports {sub}")
+
+
+@dataclass(frozen=True)
+class GetattrSummary:
+    line: int
+    generic: bool
+    fallback: str
+    raising: tuple[str, ...]
+    source: str
+    stub_submodules: tuple[str, ...] = ()
+
+
+def is_public_path(name: str) -> bool:
+    """No private component (leading underscore) and no test-suite folder anywhere in the name."""
+    return all(p and not p.startswith("_") and p not in PRIVATE_NAMES for p in name.split("."))
+
+
+def public_submodules(universe: ModuleUniverse, modules: dict[str, ModuleEntry]) -> Iterator[tuple[str, str]]:
+    """(parent, sub) pairs of an artifact: regular packages and their public child modules.
+
+    Namespace packages are left out as parents (they cannot bind their
+    portions), and so are namespace folders inside regular packages (data
+    folders that happen to hold ``.py`` files, more often than API).
+    """
+    for parent in sorted(modules):
+        entry = modules[parent]
+        if entry.kind != "package" or not is_public_path(parent):
+            continue
+        if universe.entries.get(parent) is not entry:
+            continue  # shadowed by another artifact or the standard library
+        for child in sorted(universe.children.get(parent, ())):
+            full = f"{parent}.{child}"
+            ce = modules.get(full)
+            if ce is None or ce.kind == "namespace" or not is_public_path(full):
+                continue
+            yield parent, child
+
+
+def build_universe(artifacts: list, facts_for: Callable[[object, str, str], object | None], environment=None, *, stdlib: bool = True, store=None) -> tuple[ModuleUniverse, dict[int, dict[str, ModuleEntry]]]:
+    """The universe of a set of artifacts: given ones first, installed ones next, then the stdlib."""
+    uni = ModuleUniverse(stdlib_dir(environment) if stdlib else None)
+    uni.stdlib_store = store
+    if environment is not None and environment.platform:
+        # sysconfig platform -> sys.platform, for `if sys.platform == ...` around imports
+        plat = environment.platform
+        uni.sys_platform = "win32" if plat.startswith("win") else "darwin" if plat.startswith("macosx") else "linux" if plat.startswith("linux") else uni.sys_platform
+        uni.os_name = "nt" if uni.sys_platform == "win32" else "posix"
+    per: dict[int, dict[str, ModuleEntry]] = {}
+    ordered = sorted(range(len(artifacts)), key=lambda i: artifacts[i].ref.kind is ArtifactKind.INSTALLED)
+    for i in ordered:
+        per[i] = uni.add_artifact(artifacts[i], facts_for)
+    return uni, per
