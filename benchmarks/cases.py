@@ -20,7 +20,8 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from harness import Case, Cmd, Corpus, CorpusFiles, ElfMembers, Environment, Interpreter, Member, Script, Target
+from harness import (Case, Cmd, Corpus, CorpusFiles, ElfMembers, Environment, Input, Interpreter, Member, Script,
+                     Target)
 
 # -- what this machine and this cuaudit have -----------------------------------------
 
@@ -329,6 +330,28 @@ def trace_case(name: str, **kw) -> Case:
     )
 
 
+def imports_cases(name: str, title: str, env: Input) -> list[Case]:
+    """The static trap audit of an environment, cold and cached, against what
+    people do today: import every package in a fresh interpreter (cuaudit's
+    own opt-in ``--probe``)."""
+    base = (*CUAUDIT, "env", "--python", "{env}", *CHECK_FLAGS[1:], "--select", "CU101,CU102")
+    cached = (*base, "--cache-dir", "{casework}/facts")
+    probe = Cmd("import every package (--probe)", (*base, "--probe", "--cache-dir", "{fresh}"), ok=(0, 1),
+                requires=has_rules("CU1", "submodule traps"))
+    floor = Cmd("read the .py files", ("{py}", "{bench}/floors.py", "read-tree", "{env.site}", "--kinds", "python"),
+                summary=True)
+    return [
+        Case(f"{name}-cold", f"{title}: static, no fact cache, vs importing", {"env": env},
+             cuaudit=Cmd("cuaudit env --select CU101,CU102 (cold)", (*base, "--cache-dir", "{fresh}"), ok=(0, 1),
+                         requires=has_rules("CU1", "submodule traps")),
+             peers=(probe,), floor=floor),
+        Case(f"{name}-cached", f"{title}: static, fact cache filled, vs importing", {"env": env},
+             cuaudit=Cmd("cuaudit env --select CU101,CU102 (cached)", cached, ok=(0, 1), prepare=cached,
+                         requires=has_rules("CU1", "submodule traps")),
+             peers=(probe,)),
+    ]
+
+
 # -- the inputs ---------------------------------------------------------------------
 
 CUPY14 = "cupy_cuda12x-14.2.0-*.whl"
@@ -422,16 +445,7 @@ CASES: list[Case] = [
                cold_targets=(Target("seconds", 10),), cached_targets=(Target("seconds", 1),)),
     # submodule traps: the static audit vs what people do today, importing
     # every package in a fresh interpreter (cuaudit's own opt-in --probe)
-    Case("imports-env-large", "submodule traps (CU101, CU102) of the large environment: static vs importing",
-         {"env": LARGE_ENV},
-         cuaudit=Cmd("cuaudit env --select CU101,CU102 (cold)", (*CUAUDIT, "env", "--python", "{env}", *CHECK_FLAGS[1:],
-                                                                 "--select", "CU101,CU102", "--cache-dir", "{fresh}"),
-                     ok=(0, 1), requires=has_rules("CU1", "submodule traps")),
-         peers=(Cmd("import every package (--probe)", (*CUAUDIT, "env", "--python", "{env}", *CHECK_FLAGS[1:],
-                                                        "--select", "CU101,CU102", "--probe", "--cache-dir", "{fresh}"),
-                    ok=(0, 1), requires=has_rules("CU1", "submodule traps")),),
-         floor=Cmd("read the .py files", ("{py}", "{bench}/floors.py", "read-tree", "{env.site}", "--kinds", "python"),
-                   summary=True)),
+    *imports_cases("imports-env-large", "submodule traps (CU101, CU102) of the large environment", LARGE_ENV),
     # the NEP 50 tracer's cost on the user's own program (cuaudit trace; the
     # target is docs/promotion.md's: under 2x when no scalar operands occur)
     *(trace_case(name, targets=(Target("work_overhead", 2, "python"),) if name.startswith("arrays") else ())
