@@ -553,6 +553,11 @@ def test_a_build_variant_in_another_folder_gets_no_verdict():
     index, _ = _index_of({"demo/core/cu12/_device.so": variant, "demo/core/cu12/_stream.so": stream})
     [consumer] = index.providers("demo.core.cu12._device")
     assert import_problems(consumer, index) == []
+    # a module deeper in the variant (cuda/core/cu12/_memory/_buffer.so) is a variant too
+    deep = CythonModule("demo.core.cu12._memory._buffer", "3.1", imports=imp)
+    index, _ = _index_of({"demo/core/cu12/_memory/_buffer.so": deep, "demo/core/cu12/_stream.so": stream})
+    [consumer] = index.providers("demo.core.cu12._memory._buffer")
+    assert import_problems(consumer, index) == []
     # without the sibling on disk it is a real missing module
     index, _ = _index_of({"demo/core/cu12/_device.so": variant, "demo/core/other.so": None})
     [consumer] = index.providers("demo.core.cu12._device")

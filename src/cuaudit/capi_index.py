@@ -173,8 +173,12 @@ def _relocated_variant(module: str, by_module: dict[str, list[CImport]], index: 
             continue
         for k in range(len(parts) - 1, 0, -1):
             base = ".".join(parts[:k])
-            if imported.startswith(base + ".") and index.providers(package + imported[len(base):]):
-                return True
+            if not imported.startswith(base + "."):
+                continue
+            # the variant's root is the consumer's package or one of its parents below `base`
+            for j in range(k + 1, len(parts) + 1):
+                if index.providers(".".join(parts[:j]) + imported[len(base):]):
+                    return True
     return False
 
 
