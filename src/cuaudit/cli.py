@@ -59,9 +59,11 @@ def main(argv: list[str] | None = None) -> int:
 
     import warnings
 
-    # ast.parse of audited sources reports *their* invalid escapes as SyntaxWarnings on
-    # stderr (seen on the GPU machine); they are not cuaudit's to print.
+    # ast.parse of audited sources reports *their* invalid escapes (a SyntaxWarning from
+    # Python 3.12, a DeprecationWarning before) on stderr, seen on the GPU machine; they
+    # are not cuaudit's to print.
     warnings.filterwarnings("ignore", category=SyntaxWarning)
+    warnings.filterwarnings("ignore", message="invalid escape sequence")
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
