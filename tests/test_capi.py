@@ -526,15 +526,39 @@ def test_no_verdict_when_a_module_with_a_capi_table_reads_as_empty():
         assert [p.kind for p in import_problems(consumer, index)] == expected
 
 
-def test_shared_utility_imports_are_judged_only_against_the_utility_module():
+def test_shared_utility_imports_get_no_verdict():
+    # Cython >= 3.1 `__Pyx_*` imports come from the package's own _cyutility module, built with it
     from cuaudit.capi_index import import_problems
     from cuaudit.facts.cython import CythonModule
 
     cons = CythonModule("demo.cons", "3.2.4", imports=(CImport("demo.other", "__Pyx_Raise", "void (void)"),
-                                                        CImport("demo._cyutility", "__Pyx_Raise", "void (void)")))
+                                                        CImport("demo._cyutility", "__Pyx_Raise", "void (void)"),
+                                                        CImport("demo._cyutility", "real_api", "int (int)")))
     other = CythonModule("demo.other", "", is_cython=False)
     util = CythonModule("demo._cyutility", "3.2.4", has_capi=True, exports=(CExport("__Pyx_Other", "void (void)"),))
     index, _ = _index_of({"demo/cons.so": cons, "demo/other.so": other, "demo/_cyutility.so": util})
     [consumer] = index.providers("demo.cons")
     problems = import_problems(consumer, index)
-    assert [(p.kind, p.module) for p in problems] == [("missing", "demo._cyutility")]
+    assert [(p.kind, p.module, [i.name for i in p.imports]) for p in problems] == [("missing", "demo._cyutility", ["real_api"])]
+
+
+def test_a_build_variant_in_another_folder_gets_no_verdict():
+    # cuda-core 1.2: cuda/core/cu12/_device.so is the CUDA 12 build of cuda.core._device
+    from cuaudit.capi_index import import_problems
+    from cuaudit.facts.cython import CythonModule
+
+    imp = (CImport("demo.core._stream", "accept", "int (int)"),)
+    stream = CythonModule("demo.core.cu12._stream", "3.1", has_capi=True, exports=(CExport("accept", "int (int)"),))
+    variant = CythonModule("demo.core.cu12._device", "3.1", imports=imp)
+    index, _ = _index_of({"demo/core/cu12/_device.so": variant, "demo/core/cu12/_stream.so": stream})
+    [consumer] = index.providers("demo.core.cu12._device")
+    assert import_problems(consumer, index) == []
+    # a module deeper in the variant (cuda/core/cu12/_memory/_buffer.so) is a variant too
+    deep = CythonModule("demo.core.cu12._memory._buffer", "3.1", imports=imp)
+    index, _ = _index_of({"demo/core/cu12/_memory/_buffer.so": deep, "demo/core/cu12/_stream.so": stream})
+    [consumer] = index.providers("demo.core.cu12._memory._buffer")
+    assert import_problems(consumer, index) == []
+    # without the sibling on disk it is a real missing module
+    index, _ = _index_of({"demo/core/cu12/_device.so": variant, "demo/core/other.so": None})
+    [consumer] = index.providers("demo.core.cu12._device")
+    assert [p.kind for p in import_problems(consumer, index)] == ["no-module"]

@@ -174,3 +174,15 @@ def test_unwritable_output_or_baseline_is_a_usage_error(cli, tmp_path):
     assert rc == 2 and err.startswith("cuaudit: error: cannot write the report to")
     rc, _, err = cli("check", str(tmp_path), "--isolated", "--no-cache", "--write-baseline", str(missing / "b.json"))
     assert rc == 2 and "cannot write the baseline" in err
+
+
+def test_syntax_warnings_of_audited_sources_are_not_printed(tmp_path):
+    # ast.parse of `"\s"` in audited code warns; a user saw those lines from `cuaudit env`
+    import subprocess
+    import sys
+
+    (tmp_path / "mod.py").write_text('import numpy as np\npattern = "\\s+"\n')
+    proc = subprocess.run([sys.executable, "-W", "default", "-m", "cuaudit", "check", str(tmp_path), "--no-cache"],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "invalid escape sequence" not in proc.stderr and "SyntaxWarning" not in proc.stderr

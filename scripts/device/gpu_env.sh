@@ -15,12 +15,11 @@ CU="$PY -m cuaudit.cli"
 echo "== machine"; nvidia-smi -L; $PY -c 'import sys; print(sys.version)'; nproc; date -u
 $PY -m pip list 2>/dev/null | grep -iE "^(torch|cupy|cuda-|nvidia-|numba|jax|numpy) " | tr -s ' ' | paste -sd';' | tee "$OUT/versions.txt"
 t() { local s=$(date +%s%N); "$@"; local rc=$?; local e=$(date +%s%N); printf "%s rc=%s %d ms\n" "$*" $rc $(( (e - s) / 1000000 )) | tee -a "$OUT/timings.txt" >&2; }
-echo "== cuaudit env (cold)"
-t $CU env -q --color never > "$OUT/env.txt"
-t $CU env -q --format json -o "$OUT/env-cold.json" --no-cache
+echo "== cuaudit env (cold: empty cache)"
+t $CU env -q --format json -o "$OUT/env-cold.json"
 echo "== cuaudit env (cached)"
 t $CU env -q --format json -o "$OUT/env-cached.json"
-t $CU env -q --format json -o "$OUT/env-cached2.json"
+t $CU env -q --color never > "$OUT/env.txt"
 echo "== cuaudit libs --env --gpu-only"
 t $CU libs --env --gpu-only --no-cache > "$OUT/libs.txt"
 head -c 6000 "$OUT/env.txt"; echo; tail -5 "$OUT/env.txt"

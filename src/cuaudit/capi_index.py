@@ -158,6 +158,30 @@ class ImportProblem:
     origin: str = "static"  # "probe": the consumer's side was read by importing it
 
 
+def _relocated_variant(module: str, by_module: dict[str, list[CImport]], index: CapiIndex) -> bool:
+    """Is this module a build variant shipped under another folder than its import name?
+
+    cuda-core 1.2 ships `cuda/core/cu12/_device.so` beside its CUDA 13 build and loads the
+    one matching cuda-bindings under the name `cuda.core._device`; the idle variant cimports
+    `cuda.core._stream`, which exists only as `cuda.core.cu12._stream` on disk.  Judged by
+    its folder it looks broken (160 false CU301s on the GPU machine); no verdict is given.
+    """
+    package = module.rsplit(".", 1)[0]
+    parts = package.split(".")
+    for imported in by_module:
+        if index.providers(imported):
+            continue
+        for k in range(len(parts) - 1, 0, -1):
+            base = ".".join(parts[:k])
+            if not imported.startswith(base + "."):
+                continue
+            # the variant's root is the consumer's package or one of its parents below `base`
+            for j in range(k + 1, len(parts) + 1):
+                if index.providers(".".join(parts[:j]) + imported[len(base):]):
+                    return True
+    return False
+
+
 def import_problems(consumer: Provider, index: CapiIndex) -> list[ImportProblem]:
     """Every way ``consumer``'s Cython imports fail against the modules of ``index``."""
     facts = consumer.facts
@@ -167,16 +191,18 @@ def import_problems(consumer: Provider, index: CapiIndex) -> list[ImportProblem]
     by_module: dict[str, list[CImport]] = {}
     for imp in facts.imports:
         by_module.setdefault(imp.module, []).append(imp)
-    # Cython >= 3.1 shares its utility code through a module of the package (scipy._cyutility):
-    # `__Pyx_*` imports name only that module.  Paired with any other module they are the
-    # static reader's mistake, not a break (false CU301s seen on scipy 1.17 / Cython 3.2.4).
+    # Cython >= 3.1 shares its utility code (`__Pyx_*`) through one module of the package
+    # (scipy._cyutility), built in the same run as its users: a break there cannot come
+    # from another distribution, and the reader does not recover that module's table
+    # (false CU301s on scipy 1.17/1.18 and scikit-learn 1.9 with Cython 3.2).  No verdict.
     for module in list(by_module):
-        if not module.endswith("._cyutility") and not module.endswith("_cyutility"):
-            kept = [i for i in by_module[module] if not i.name.startswith("__Pyx_")]
-            if kept:
-                by_module[module] = kept
-            else:
-                del by_module[module]
+        kept = [i for i in by_module[module] if not i.name.startswith("__Pyx_")]
+        if kept:
+            by_module[module] = kept
+        else:
+            del by_module[module]
+    if _relocated_variant(facts.module, by_module, index):
+        return out
     for module, imps in sorted(by_module.items()):
         if module == facts.module:
             continue

@@ -57,6 +57,13 @@ def main(argv: list[str] | None = None) -> int:
     if argv is None:  # a real command line, not the library or the tests calling main()
         _forget_working_directory()
 
+    import warnings
+
+    # ast.parse of audited sources reports *their* invalid escapes (a SyntaxWarning from
+    # Python 3.12, a DeprecationWarning before) on stderr, seen on the GPU machine; they
+    # are not cuaudit's to print.
+    warnings.filterwarnings("ignore", category=SyntaxWarning)
+    warnings.filterwarnings("ignore", message="invalid escape sequence")
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
