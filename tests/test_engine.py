@@ -467,3 +467,24 @@ def test_a_cached_artifact_is_one_bundle_read_and_a_changed_member_falls_back_to
     third = run(changed)
     # the bundle key changed with m0's content: m0 is extracted, the other four come from their own entries
     assert third.extracted == 1 and third.cached == 4
+
+
+def test_an_archive_member_read_by_several_extractors_is_inflated_once(tmp_path):
+    whl = make_wheel(tmp_path, "shared", "1.0", {"shared/__init__.py": "import os\nx = os.path.join('a', 'b')\n"})
+    [art] = cuaudit.inputs.resolve([str(whl)])
+    member = art.member("shared/__init__.py")
+    opened = []
+    real = art.open_member
+
+    def counting(path):
+        opened.append(path)
+        return real(path)
+
+    art.open_member = counting
+    results = engine._extract_group(art, [(member, ("python_source", "module_imports"))])
+    assert [(name, ok) for _path, name, ok, _v in results] == [("python_source", True), ("module_imports", True)]
+    assert opened == ["shared/__init__.py"]  # once, for both
+    # one extractor alone streams the member itself (nothing to share)
+    opened.clear()
+    engine._extract_group(art, [(member, ("python_source",))])
+    assert opened == ["shared/__init__.py"]

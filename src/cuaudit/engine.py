@@ -179,7 +179,7 @@ def _extract_group(artifact: Artifact, tasks: list[tuple[Member, tuple[str, ...]
     out: list[tuple[str, str, bool, Any]] = []
     instances: dict[str, facts_registry.Extractor] = {}
     for member, names in tasks:
-        reader = MemberReader(artifact, member)
+        reader = MemberReader(artifact, member, _shared_bytes(artifact, member, names))
         for name in names:
             ex = instances.get(name) or instances.setdefault(name, facts_registry.get(name)())
             try:
@@ -187,6 +187,23 @@ def _extract_group(artifact: Artifact, tasks: list[tuple[Member, tuple[str, ...]
             except Exception as exc:  # noqa: BLE001 - one bad file never stops the scan
                 out.append((member.path, name, False, _error_for(exc)))
     return out
+
+
+#: Archive members up to this size are inflated once and shared by the extractors that
+#: read them (ELF, device code, Cython C-API on one .so; four readers of one .py): a
+#: profile of the cupy 14.2.0 wheel spent 4.0 s in zlib where one inflate costs 1.6 s.
+#: Larger members stream to each extractor, which reads only what it needs.
+SHARED_READ_MAX = 64 * 1024**2
+
+
+def _shared_bytes(artifact: Artifact, member: Member, names: tuple[str, ...]) -> bytes | None:
+    if len(names) < 2 or member.size > SHARED_READ_MAX or artifact.fs_path(member.path) is not None:
+        return None
+    try:
+        with artifact.open_member(member.path) as fh:
+            return fh.read(SHARED_READ_MAX + 1)
+    except Exception:  # noqa: BLE001 - each extractor then meets (and reports) the problem itself
+        return None
 
 
 def _usable_cpus() -> int:

@@ -46,9 +46,11 @@ class MemberReader:
     members; ``read()`` reads it all (bounded by ``limit``).
     """
 
-    def __init__(self, artifact: "Any", member: Member) -> None:
+    def __init__(self, artifact: "Any", member: Member, data: bytes | None = None) -> None:
         self.artifact = artifact
         self.member = member
+        #: the member's bytes, already inflated once for several extractors (archive members)
+        self._data = data
 
     @property
     def path(self) -> str:
@@ -59,6 +61,8 @@ class MemberReader:
         return self.artifact.fs_path(self.member.path)
 
     def open(self) -> IO[bytes]:
+        if self._data is not None:
+            return io.BytesIO(self._data)
         return self.artifact.open_member(self.member.path)
 
     def read(self, limit: int | None = None) -> bytes:
