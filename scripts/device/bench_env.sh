@@ -24,5 +24,5 @@ CUAUDIT_PY=${CUAUDIT_PY:-.venv/bin/python}
 mkdir -p benchmarks/out
 echo "environment audited: $TARGET_PY ($("$TARGET_PY" -c 'import sys; print(sys.prefix)'))"
 "$TARGET_PY" -m pip list --format=freeze 2>/dev/null | grep -iE '^(torch|cupy|cuda|nvidia|numpy|rmm|jax)' || true
-CUAUDIT_BENCH_PYTHON="$TARGET_PY" "$CUAUDIT_PY" benchmarks/run.py --cases 'env-here-*' --repeat 5 \
+CUAUDIT_BENCH_PYTHON="$TARGET_PY" "$CUAUDIT_PY" benchmarks/run.py --cases "env-here-*" --repeat "${REPEAT:-5}" \
   --json benchmarks/out/gpu.json --write-results gpu --note "GPU machine, environment of $TARGET_PY"
