@@ -196,6 +196,9 @@ def import_problems(consumer: Provider, index: CapiIndex) -> list[ImportProblem]
     # from another distribution, and the reader does not recover that module's table
     # (false CU301s on scipy 1.17/1.18 and scikit-learn 1.9 with Cython 3.2).  No verdict.
     for module in list(by_module):
+        if module.rsplit(".", 1)[-1] == "_cyutility":
+            del by_module[module]  # also its memoryview helpers (_allocate_buffer, _err, ...)
+            continue
         kept = [i for i in by_module[module] if not i.name.startswith("__Pyx_")]
         if kept:
             by_module[module] = kept
