@@ -43,10 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"cuaudit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"cuaudit.commands.{info.name}")
+    from cuaudit.discovery import import_submodules
+
+    for module in import_submodules(commands.__name__, commands.__path__):
         module.configure_parser(sub)
     return parser
 

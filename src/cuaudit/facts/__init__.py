@@ -13,11 +13,9 @@ bump ``version`` whenever the shape or meaning of the facts changes.
 
 from __future__ import annotations
 
-import importlib
 import io
 import mmap
 import os
-import pkgutil
 from typing import IO, Any, ClassVar
 
 from cuaudit.model import Member
@@ -128,9 +126,9 @@ def load_all() -> None:
     global _loaded
     if _loaded:
         return
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{info.name}")
+    from cuaudit.discovery import import_submodules
+
+    import_submodules(__name__, __path__)
     _loaded = True
 
 

@@ -14,6 +14,7 @@ from itertools import groupby
 from typing import TYPE_CHECKING, Any
 
 from cuaudit.model import ArtifactKind, ArtifactRef, Finding, Severity
+from cuaudit.report.json_report import environment_dict
 
 if TYPE_CHECKING:  # pragma: no cover
     from cuaudit.engine import Report
@@ -154,18 +155,7 @@ def context(report: "Report") -> dict[str, Any]:
             {"what": p.what, "command": p.command, "seconds": f"{p.seconds:.2f}", "outcome": p.outcome}
             for p in report.probes
         ],
-        "environment": None
-        if env is None
-        else {
-            "python": env.python,
-            "version": env.version,
-            "implementation": env.implementation,
-            "platform": env.platform,
-            "prefix": env.prefix,
-            "site_dirs": list(env.site_dirs),
-            "sys_path": list(env.sys_path),
-            "environ": sorted(env.environ.items()),
-        },
+        "environment": None if env is None else {**environment_dict(env), "environ": sorted(env.environ.items())},
         "rules_run": len(report.rules),
         "stats": sorted((str(k), v) for k, v in report.stats.items()),
         "severities": [str(s) for s in sorted(Severity, reverse=True)],

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from cuaudit.model import ArtifactRef, Finding, Location, Skipped
+from cuaudit.model import ArtifactRef, EnvironmentInfo, Finding, Location, Skipped
 
 if TYPE_CHECKING:  # pragma: no cover
     from cuaudit.engine import Report
@@ -79,6 +79,19 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
+def environment_dict(env: EnvironmentInfo) -> dict[str, Any]:
+    return {
+        "python": env.python,
+        "version": env.version,
+        "implementation": env.implementation,
+        "platform": env.platform,
+        "prefix": env.prefix,
+        "site_dirs": list(env.site_dirs),
+        "sys_path": list(env.sys_path),
+        "environ": dict(env.environ),
+    }
+
+
 def document(report: "Report") -> dict[str, Any]:
     env = report.environment
     counts = report.counts()
@@ -87,18 +100,7 @@ def document(report: "Report") -> dict[str, Any]:
         "tool": {"name": "cuaudit", "version": report.tool_version},
         "command": report.command,
         "inputs": [artifact_dict(a) for a in report.artifacts],
-        "environment": None
-        if env is None
-        else {
-            "python": env.python,
-            "version": env.version,
-            "implementation": env.implementation,
-            "platform": env.platform,
-            "prefix": env.prefix,
-            "site_dirs": list(env.site_dirs),
-            "sys_path": list(env.sys_path),
-            "environ": dict(env.environ),
-        },
+        "environment": None if env is None else environment_dict(env),
         "summary": {
             **counts,
             "total": len(report.findings),

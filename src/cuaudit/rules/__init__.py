@@ -17,9 +17,7 @@ engine extracted (or took from the cache) beforehand.
 
 from __future__ import annotations
 
-import importlib
 import inspect
-import pkgutil
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Iterator, Mapping
@@ -158,9 +156,9 @@ def load_all() -> None:
     global _loaded
     if _loaded:
         return
-    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{info.name}")
+    from cuaudit.discovery import import_submodules
+
+    import_submodules(__name__, __path__)
     _loaded = True
 
 
