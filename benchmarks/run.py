@@ -129,10 +129,12 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": round(time.perf_counter() - started, 1),
     }
     print(text_report(doc, results, scaling))
-    if args.json:
-        Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
+    # the results first: a bad --json path must not lose a 15-minute run
     if args.write_results:
         write_results(args.write_results, markdown_report(doc, results, scaling))
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
         log(f"updated section {args.write_results!r} of {RESULTS}")
     return 0
 
