@@ -521,7 +521,8 @@ def test_no_verdict_when_a_module_with_a_capi_table_reads_as_empty():
     cons = CythonModule("demo.cons", "3.2.4", imports=(CImport("demo.prov", "dgemm", "void (int)"),))
     for prov, expected in ((CythonModule("demo.prov", "3.2.4", has_capi=True), []),
                            (CythonModule("demo.prov", "3.2.4", has_capi=False), ["no-capi"])):
-        index, _ = _index_of({"demo/cons.so": cons, "demo/prov.so": prov})
+        index, _ = _index_of({"demo/cons.so": cons})
+        index.modules["demo.prov"] = _index_of({"demo/prov.so": prov})[0].modules["demo.prov"]  # another distribution
         [consumer] = [p for p in index.providers("demo.cons")]
         assert [p.kind for p in import_problems(consumer, index)] == expected
 
@@ -569,3 +570,19 @@ def test_a_build_variant_in_another_folder_gets_no_verdict():
     index, _ = _index_of({"demo/core/cu12/_device.so": variant, "demo/core/other.so": None})
     [consumer] = index.providers("demo.core.cu12._device")
     assert [p.kind for p in import_problems(consumer, index)] == ["no-module"]
+
+
+def test_a_cython_sibling_without_capi_in_the_same_distribution_gets_no_verdict():
+    # pandas 3.0.6: tslibs.offsets cimports tslibs.ccalendar, whose table the reader misses
+    from cuaudit.capi_index import import_problems
+    from cuaudit.facts.cython import CythonModule
+
+    cons = CythonModule("demo.offsets", "3.2+", imports=(CImport("demo.ccalendar", "dayofweek", "int (int)"),))
+    prov = CythonModule("demo.ccalendar", "3.2+", has_capi=False)
+    index, _ = _index_of({"demo/offsets.so": cons, "demo/ccalendar.so": prov})
+    [consumer] = index.providers("demo.offsets")
+    assert import_problems(consumer, index) == []
+    # the same provider in another distribution is the seed's shape: judged
+    other, _ = _index_of({"demo/ccalendar.so": prov})
+    index.modules["demo.ccalendar"] = other.modules["demo.ccalendar"]
+    assert [p.kind for p in import_problems(consumer, index)] == ["no-capi"]
