@@ -421,6 +421,65 @@ class Extraction:
 # -- the audit -----------------------------------------------------------------
 
 
+@dataclass
+class Gathered:
+    """Artifacts and their facts, before any rule runs (what `audit`, `archs` and `libs` share)."""
+
+    artifacts: list[Artifact]
+    environment: EnvironmentInfo | None
+    extraction: "Extraction"
+    #: CU0xx findings met on the way: an interpreter that does not run (CU008), listing and reading problems
+    problems: list[Finding]
+
+
+def gather(
+    paths: Iterable[str | os.PathLike | Artifact] = (),
+    *,
+    env: str | bool | None = None,
+    config: Config,
+    extractors: Iterable[str],
+    progress: Progress | None = None,
+) -> Gathered:
+    """Resolve inputs (and an environment), list them, and extract the named facts.
+
+    ``env``: ``True`` for the current interpreter's environment, or the path of another
+    ``python``.  Probe extractors run only with ``config.probe``.
+    """
+    from cuaudit.inputs import resolve
+    from cuaudit.inputs.environment import InterpreterError, load_environment
+
+    paths = list(paths)
+    specs = [os.fspath(p) for p in paths if isinstance(p, (str, os.PathLike))]
+    artifacts: list[Artifact] = [p for p in paths if isinstance(p, Artifact)]
+    artifacts += resolve(specs, exclude=config.exclude, cache_dir=config.cache_dir)
+    environment: EnvironmentInfo | None = None
+    problems: list[Finding] = []
+    if env:
+        python = env if isinstance(env, str) else None
+        try:
+            loaded = load_environment(python)
+            environment = loaded.info
+            artifacts += loaded.distributions
+        except InterpreterError as exc:
+            ref = ArtifactRef(kind=ArtifactKind.FILE, path=str(python))
+            problems.append(rules_registry.get("CU008").finding(Location(ref), str(exc)))
+    chosen = {n: facts_registry.get(n)() for n in sorted(set(extractors))}
+    if not config.probe:
+        chosen = {n: e for n, e in chosen.items() if not type(e).probe}
+
+    def wanted(member: Member) -> tuple[str, ...]:
+        return tuple(n for n, e in chosen.items() if e.applies(member))
+
+    for art in artifacts:
+        _list_safely(art)
+    extraction = Extraction(config, progress)
+    extraction.run(artifacts, wanted)
+    for art in artifacts:
+        problems += art.problems
+    problems += extraction.problems
+    return Gathered(artifacts, environment, extraction, problems)
+
+
 def audit(
     paths: Iterable[str | Artifact] = (),
     *,
@@ -436,50 +495,18 @@ def audit(
     of another ``python``.  Returns a :class:`Report`; never raises for bad
     input (that is a CU0xx finding), only for usage errors.
     """
-    from cuaudit.inputs import resolve
-    from cuaudit.inputs.environment import InterpreterError, load_environment
-
     started = time.perf_counter()
     config = config or Config()
-    artifacts: list[Artifact] = []
-    environment: EnvironmentInfo | None = None
-    early: list[Finding] = []
-    paths = list(paths)
-    specs = [os.fspath(p) for p in paths if isinstance(p, (str, os.PathLike))]
-    artifacts += [p for p in paths if isinstance(p, Artifact)]
-    artifacts += resolve(specs, exclude=config.exclude, cache_dir=config.cache_dir)
-    if env:
-        python = env if isinstance(env, str) else None
-        try:
-            loaded = load_environment(python)
-            environment = loaded.info
-            artifacts += loaded.distributions
-        except InterpreterError as exc:
-            ref = ArtifactRef(kind=ArtifactKind.FILE, path=str(python))
-            early.append(rules_registry.get("CU008").finding(Location(ref), str(exc)))
-
     selected = [cls for cls in rules_registry.select(config.selected, config.ignored)]
     runnable = [cls() for cls in selected if not cls.emitted_by_engine]
     # Engine-emitted rules (CU0xx) may need extractors too: CU007 is raised
     # by the pyproject extractor, so it runs when CU007 is selected.
-    needed = sorted({n for cls in selected for n in cls.needs})
-    extractors = {n: facts_registry.get(n)() for n in needed}
-    if not config.probe:
-        extractors = {n: e for n, e in extractors.items() if not type(e).probe}
-
-    def wanted(member: Member) -> tuple[str, ...]:
-        return tuple(n for n, e in extractors.items() if e.applies(member))
-
-    for art in artifacts:
-        _list_safely(art)
-    extraction = Extraction(config, progress)
-    extraction.run(artifacts, wanted)
+    gathered = gather(paths, env=env, config=config, extractors={n for cls in selected for n in cls.needs},
+                      progress=progress)
+    artifacts, environment, extraction = gathered.artifacts, gathered.environment, gathered.extraction
     probes: list[ProbeRecord] = []
     ctx = RuleContext(config, artifacts, extraction.facts, environment, probes)
-    findings: list[Finding] = list(early)
-    for art in artifacts:
-        findings += art.problems
-    findings += extraction.problems
+    findings: list[Finding] = list(gathered.problems)
     for rule in runnable:
         try:
             findings += list(rule.check(ctx))

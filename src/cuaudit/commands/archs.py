@@ -29,33 +29,24 @@ def execute(args: argparse.Namespace) -> int:
     import dataclasses
 
     from cuaudit.config import Config
-    from cuaudit.engine import Extraction
-    from cuaudit.facts import get
+    from cuaudit.engine import gather
     from cuaudit.facts.fatbin import DeviceCode, cuobjdump_listing
-    from cuaudit.inputs import resolve
 
-    artifacts = resolve(args.paths) if args.paths else []
-    if args.env or args.python or not args.paths:
-        from cuaudit.inputs.environment import InterpreterError, load_environment
-
-        try:
-            artifacts += load_environment(args.python).distributions
-        except InterpreterError as exc:
-            print(f"cuaudit: error: {exc}", file=sys.stderr)
-            return 2
+    env = (args.python or True) if (args.env or args.python or not args.paths) else None
     config = dataclasses.replace(Config(), cache=not args.no_cache, jobs=args.jobs)
-    ex = get("fatbin")()
-    extraction = Extraction(config, None)
-    extraction.run(artifacts, lambda m: ("fatbin",) if ex.applies(m) else ())
-    extraction.store.close()
+    got = gather(args.paths, env=env, config=config, extractors=("fatbin",))
+    if any(f.code == "CU008" for f in got.problems):
+        print(f"cuaudit: error: {next(f.message for f in got.problems if f.code == 'CU008')}", file=sys.stderr)
+        return 2
+    got.extraction.store.close()
     rows = []
-    for i, art in enumerate(artifacts):
+    for i, art in enumerate(got.artifacts):
         for m in art.members:
-            code = extraction.facts.get((i, m.path, "fatbin"))
+            code = got.extraction.facts.get((i, m.path, "fatbin"))
             if not isinstance(code, DeviceCode) or (not code.has_device_code and not args.all):
                 continue
             rows.append((art, m.path, code))
-    problems = [f for a in artifacts for f in a.problems] + extraction.problems
+    problems = got.problems
     if args.format == "json":
         out = [
             {

@@ -35,31 +35,22 @@ def configure_parser(sub: argparse._SubParsersAction) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     from cuaudit.config import Config
-    from cuaudit.engine import Extraction, RuleContext
-    from cuaudit.facts.elf import ElfExtractor
-    from cuaudit.inputs import resolve
-    from cuaudit.inputs.environment import InterpreterError, load_environment
+    from cuaudit.engine import RuleContext, gather
     from cuaudit.rules.linkage import Linkage
 
-    config = Config(cache=not args.no_cache, options={"linkage": {"with": list(args.with_)}})
-    artifacts = list(resolve(args.paths))
-    environment = None
-    if args.env or args.python:
-        try:
-            loaded = load_environment(args.python)
-        except InterpreterError as exc:
-            print(f"cuaudit libs: {exc}", file=sys.stderr)
-            return 2
-        environment = loaded.info
-        artifacts += loaded.distributions
-    if not artifacts:
+    if not args.paths and not (args.env or args.python):
         print("cuaudit libs: give a PATH or --env", file=sys.stderr)
         return 2
-    elf = ElfExtractor()
-    extraction = Extraction(config, None)
-    extraction.run(artifacts, lambda m: ("elf",) if elf.applies(m) else ())
-    extraction.store.close()
-    ctx = RuleContext(config, artifacts, extraction.facts, environment, [])
+    config = Config(cache=not args.no_cache, options={"linkage": {"with": list(args.with_)}})
+    got = gather(args.paths, env=(args.python or True) if (args.env or args.python) else None, config=config,
+                 extractors=("elf",))
+    interpreter = [f for f in got.problems if f.code == "CU008"]
+    if interpreter:
+        print(f"cuaudit libs: {interpreter[0].message}", file=sys.stderr)
+        return 2
+    got.extraction.store.close()
+    extraction = got.extraction
+    ctx = RuleContext(config, got.artifacts, extraction.facts, got.environment, [])
     lk = Linkage(ctx)
     rows = []
     for i, art, member, facts in lk.files():
@@ -83,7 +74,7 @@ def execute(args: argparse.Namespace) -> int:
             continue
         rows.append({"artifact": art.ref.display, "member": member.path, "soname": facts.soname,
                      "rpath": list(facts.rpath), "runpath": list(facts.runpath), "needed": libs})
-    for f in extraction.problems:
+    for f in got.problems:
         print(f"{f.location}: {f.code} {f.message}", file=sys.stderr)
     if args.format == "json":
         json.dump({"files": rows}, sys.stdout, indent=2)
