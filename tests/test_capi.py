@@ -502,7 +502,7 @@ def test_other_cython_generations_static_equals_probe(python, tmp_path):
 
 def _index_of(modules: dict):
     """A CapiIndex over one fake installed artifact: member path -> CythonModule facts (or None)."""
-    from cuaudit.capi_index import CapiIndex
+    from cuaudit.analysis.capi_index import CapiIndex
     from cuaudit.model import ArtifactKind, ArtifactRef, Member, MemberKind
 
     class Fake:
@@ -515,7 +515,7 @@ def _index_of(modules: dict):
 
 def test_no_verdict_when_a_module_with_a_capi_table_reads_as_empty():
     # scipy 1.17 (Cython 3.2.4): cython_blas's __pyx_capi__ exists but the reader found no entry
-    from cuaudit.capi_index import import_problems
+    from cuaudit.analysis.capi_index import import_problems
     from cuaudit.facts.cython import CythonModule
 
     cons = CythonModule("demo.cons", "3.2.4", imports=(CImport("demo.prov", "dgemm", "void (int)"),))
@@ -529,7 +529,7 @@ def test_no_verdict_when_a_module_with_a_capi_table_reads_as_empty():
 
 def test_shared_utility_imports_get_no_verdict():
     # Cython >= 3.1 `__Pyx_*` imports come from the package's own _cyutility module, built with it
-    from cuaudit.capi_index import import_problems
+    from cuaudit.analysis.capi_index import import_problems
     from cuaudit.facts.cython import CythonModule
 
     cons = CythonModule("demo.cons", "3.2.4", imports=(CImport("demo.other", "__Pyx_Raise", "void (void)"),
@@ -552,7 +552,7 @@ def test_shared_utility_imports_get_no_verdict():
 
 def test_a_build_variant_in_another_folder_gets_no_verdict():
     # cuda-core 1.2: cuda/core/cu12/_device.so is the CUDA 12 build of cuda.core._device
-    from cuaudit.capi_index import import_problems
+    from cuaudit.analysis.capi_index import import_problems
     from cuaudit.facts.cython import CythonModule
 
     imp = (CImport("demo.core._stream", "accept", "int (int)"),)
@@ -574,7 +574,7 @@ def test_a_build_variant_in_another_folder_gets_no_verdict():
 
 def test_a_cython_sibling_without_capi_in_the_same_distribution_gets_no_verdict():
     # pandas 3.0.6: tslibs.offsets cimports tslibs.ccalendar, whose table the reader misses
-    from cuaudit.capi_index import import_problems
+    from cuaudit.analysis.capi_index import import_problems
     from cuaudit.facts.cython import CythonModule
 
     cons = CythonModule("demo.offsets", "3.2+", imports=(CImport("demo.ccalendar", "dayofweek", "int (int)"),))

@@ -368,7 +368,7 @@ def test_probe_overrules_a_wrong_static_verdict(wheel_factory):
 
 def test_probe_uses_a_clean_interpreter():
     """importlib.util and collections.abc are imported by site start-up: the probe must not be fooled."""
-    from cuaudit.module_tree import ModuleUniverse, stdlib_dir
+    from cuaudit.analysis.module_tree import ModuleUniverse, stdlib_dir
     from cuaudit.probe.imports import probe_submodules
 
     pairs = {"importlib": ["util", "machinery"], "concurrent": ["futures"], "xml": ["etree"], "os": ["path"], "collections": ["abc"], "email": ["mime"]}

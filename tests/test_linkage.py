@@ -471,7 +471,7 @@ def test_corrupted_bytes_never_crash_the_reader(built):
 
 
 def test_resolver_steps_and_provenance(built, tmp_path):
-    from cuaudit.facts.resolution import Resolver
+    from cuaudit.analysis.loader import Resolver
     from cuaudit.inputs.file import FileArtifact
 
     mod = tmp_path / "mod" / f"_ext.{EXT}"
@@ -503,7 +503,7 @@ def test_resolver_steps_and_provenance(built, tmp_path):
 
 
 def test_wheel_checked_against_an_environment_resolves_into_it(built, tmp_path):
-    from cuaudit.facts.resolution import Resolver
+    from cuaudit.analysis.loader import Resolver
     from cuaudit.inputs.environment import find_distributions
     from cuaudit.inputs.wheel import WheelArtifact
 

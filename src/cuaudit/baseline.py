@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Iterable
 
-from cuaudit.model import Finding
+from cuaudit.model import ConfigError, Finding
 
 BASELINE_VERSION = 1
 
@@ -38,7 +38,6 @@ def write_baseline(path: str, findings: Iterable[Finding]) -> int:
 
 
 def read_baseline(path: str) -> set[str]:
-    from cuaudit.config import ConfigError
 
     try:
         with open(path, encoding="utf-8") as fh:

@@ -13,11 +13,8 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from cuaudit.model import Severity
+from cuaudit.model import ConfigError, Severity
 
-
-class ConfigError(Exception):
-    """A usage error in the configuration (exit 2)."""
 
 
 #: Allow-lists that hold out of the box.  libtorch_global_deps.so exists only to be preloaded

@@ -1,4 +1,4 @@
-"""The pipeline: inputs -> facts -> rules -> findings -> report.
+"""The pipeline: inputs -> formats -> facts -> analysis -> rules -> finish -> report.
 
 :func:`audit` is the library API; the CLI is a thin layer over it.
 """
@@ -14,14 +14,28 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
-from cuaudit import __version__
 from cuaudit import facts as facts_registry
 from cuaudit import rules as rules_registry
 from cuaudit.config import Config
-from cuaudit.facts import InputError, MemberReader
+from cuaudit.context import RuleContext
+from cuaudit.facts import MemberReader
+from cuaudit.finish import Report, finish, lines_to_check
 from cuaudit.inputs import Artifact
-from cuaudit.model import ArtifactKind, ArtifactRef, EnvironmentInfo, Finding, Location, Member, Severity, Skipped
+from cuaudit.model import (
+    ArtifactKind,
+    ArtifactRef,
+    EnvironmentInfo,
+    Finding,
+    InputError,
+    Location,
+    Member,
+    Problem,
+    ProbeRecord,
+)
 from cuaudit.store import FactStore, default_cache_dir
+
+# Re-exported: these lived here before the finishing step and the rule context had modules of their own.
+__all__ = ["audit", "gather", "Report", "RuleContext", "ProbeRecord", "Extraction", "Gathered"]
 
 #: Extraction is spread over processes once there is at least this much to do.
 PARALLEL_MIN_TASKS = 24
@@ -32,112 +46,6 @@ class Progress(Protocol):
     def start(self, total: int, description: str) -> None: ...
     def advance(self, n: int = 1) -> None: ...
     def stop(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class ProbeRecord:
-    """Something that imported or ran audited code (only with --probe)."""
-
-    what: str
-    command: str
-    seconds: float
-    outcome: str
-
-
-@dataclass
-class Report:
-    """Everything one audit found, ready for any renderer."""
-
-    findings: list[Finding]
-    skipped: list[Skipped]
-    artifacts: list[ArtifactRef]
-    config: Config
-    rules: list[str]
-    environment: EnvironmentInfo | None = None
-    probes: list[ProbeRecord] = field(default_factory=list)
-    stats: dict[str, Any] = field(default_factory=dict)
-    suppressed: int = 0
-    baselined: int = 0
-    command: str = "check"
-    tool_version: str = __version__
-    #: ``--exit-zero``: the process exits 0 whatever was found (reports state the real status)
-    exit_zero: bool = False
-
-    def counts(self) -> dict[str, int]:
-        out = {str(s): 0 for s in (Severity.ERROR, Severity.WARNING, Severity.INFO)}
-        for f in self.findings:
-            out[str(f.severity)] += 1
-        return out
-
-    def failing(self, threshold: Severity | None = None) -> list[Finding]:
-        t = self.config.fail_on if threshold is None else threshold
-        return [f for f in self.findings if f.severity >= t]
-
-    def exit_code(self, threshold: Severity | None = None) -> int:
-        if self.exit_zero:
-            return 0
-        return 1 if self.failing(threshold) else 0
-
-
-class RuleContext:
-    """What a rule may see: facts, artifacts, configuration.  Never files."""
-
-    def __init__(
-        self,
-        config: Config,
-        artifacts: Sequence[Artifact],
-        facts: dict[tuple[int, str, str], Any],
-        environment: EnvironmentInfo | None,
-        probes: list[ProbeRecord],
-    ) -> None:
-        self.config = config
-        self.artifacts = list(artifacts)
-        self.environment = environment
-        self.probes = probes
-        self._facts = facts
-        self._index = {id(a): i for i, a in enumerate(self.artifacts)}
-        self._memo: dict[Any, Any] = {}
-        self._by_extractor: dict[str, list[tuple[int, Member, Any]]] | None = None
-
-    def _table(self) -> dict[str, list[tuple[int, Member, Any]]]:
-        """extractor -> [(artifact index, member, fact)] in artifact and member order, built once."""
-        if self._by_extractor is None:
-            names = {n for (_i, _p, n) in self._facts}
-            table: dict[str, list[tuple[int, Member, Any]]] = {n: [] for n in names}
-            get = self._facts.get
-            for i, art in enumerate(self.artifacts):
-                for m in art.members:
-                    for n in names:
-                        value = get((i, m.path, n))
-                        if value is not None:
-                            table[n].append((i, m, value))
-            self._by_extractor = table
-        return self._by_extractor
-
-    def facts(self, extractor: str, artifact: Artifact | None = None) -> Iterator[tuple[Artifact, Member, Any]]:
-        """(artifact, member, fact) for every member the extractor produced a fact for."""
-        if artifact is not None:
-            i = self._index[id(artifact)]
-            for m in artifact.members:
-                value = self._facts.get((i, m.path, extractor))
-                if value is not None:
-                    yield artifact, m, value
-            return
-        arts = self.artifacts
-        for i, m, value in self._table().get(extractor, ()):
-            yield arts[i], m, value
-
-    def fact(self, extractor: str, artifact: Artifact, member: str) -> Any | None:
-        return self._facts.get((self._index[id(artifact)], member, extractor))
-
-    def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
-        """Share a derived result between the rules of a family within one audit."""
-        if key not in self._memo:
-            self._memo[key] = compute()
-        return self._memo[key]
-
-    def record_probe(self, record: ProbeRecord) -> None:
-        self.probes.append(record)
 
 
 # -- extraction --------------------------------------------------------------
@@ -475,7 +383,7 @@ def gather(
     extraction = Extraction(config, progress)
     extraction.run(artifacts, wanted)
     for art in artifacts:
-        problems += art.problems
+        problems += [problem_finding(p) for p in art.problems]
     problems += extraction.problems
     return Gathered(artifacts, environment, extraction, problems)
 
@@ -519,7 +427,9 @@ def audit(
                 )
             )
 
-    findings, suppressed, baselined = _post_process(findings, config, artifacts, extraction, selected)
+    findings, suppressed, baselined = finish(
+        findings, config, {c.code for c in selected}, suppressions_for(findings, artifacts, config)
+    )
     skipped = [s for a in artifacts for s in a.skipped]
     extraction.store.close()
     return Report(
@@ -550,84 +460,44 @@ def _list_safely(art: Artifact) -> None:
     except Exception as exc:  # noqa: BLE001 - one bad input never stops the scan
         art._members = []
         code, message, evidence = _error_for(exc)
-        art.problems.append(rules_registry.get(code).finding(Location(art.ref), f"{art.ref.display}: {message}", evidence=evidence))
+        art.problems.append(Problem(code, f"{art.ref.display}: {message}", Location(art.ref), evidence))
 
 
-def _post_process(
-    findings: list[Finding],
-    config: Config,
-    artifacts: Sequence[Artifact],
-    extraction: Extraction,
-    selected: Sequence[type],
-) -> tuple[list[Finding], int, int]:
-    """Selection, per-path ignores, severity overrides, inline suppressions, baseline; sorted, unique."""
+def problem_finding(problem: Problem) -> Finding:
+    """The CU0xx finding for a problem an input recorded (the framework's one conversion)."""
+    try:
+        rule = rules_registry.get(problem.code)
+    except KeyError:
+        rule = rules_registry.get("CU011")
+        return rule.finding(problem.location, f"{problem.message} (unknown input problem code {problem.code})",
+                            evidence=problem.evidence, key=problem.key)
+    return rule.finding(problem.location, problem.message, evidence=problem.evidence, key=problem.key)
+
+
+def suppressions_for(
+    findings: Sequence[Finding], artifacts: Sequence[Artifact], config: Config
+) -> dict[tuple[ArtifactRef, str], Any]:
+    """Inline-suppression facts of the members that have findings at a line (read only those)."""
     import dataclasses
-    import fnmatch
 
-    from cuaudit.baseline import read_baseline
+    need = lines_to_check(findings)
+    if not need:
+        return {}
+    by_ref = {a.ref: a for a in artifacts}
+    restricted = [_Restricted(by_ref[ref], paths) for ref, paths in need.items() if ref in by_ref]
+    sub = Extraction(dataclasses.replace(config, jobs=1), None)
+    ex = facts_registry.get("suppressions")()
 
-    codes = {c.code for c in selected}
-    out: list[Finding] = []
-    seen: set = set()
-    for f in findings:
-        if f.code not in codes:
-            continue
-        member = f.location.member or ""
-        if any(
-            fnmatch.fnmatch(member, glob) and rules_registry.matches(f.code, prefixes)
-            for glob, prefixes in config.per_path_ignores.items()
-        ):
-            continue
-        sev = config.severity_for(f.code, f.severity)
-        if sev != f.severity:
-            f = dataclasses.replace(f, severity=sev)
-        ident = (f.code, f.location, f.key, f.message)
-        if ident in seen:
-            continue
-        seen.add(ident)
-        out.append(f)
+    def wanted(m: Member) -> tuple[str, ...]:
+        return ("suppressions",) if ex.applies(m) else ()
 
-    # Inline suppressions: read only the text members that have findings with a line.
-    by_art = {id(a): a for a in artifacts}
-    ref_to_art = {a.ref: a for a in artifacts}
-    need: dict[int, set[str]] = {}
-    for f in out:
-        if f.location.line is not None and f.location.member:
-            art = ref_to_art.get(f.location.artifact)
-            if art is not None:
-                need.setdefault(id(art), set()).add(f.location.member)
-    suppressions: dict[tuple[str, str], Any] = {}
-    if need:
-        sub = Extraction(dataclasses.replace(config, jobs=1), None)
-        arts = [by_art[k] for k in need]
-        ex = facts_registry.get("suppressions")()
-
-        def wanted(m: Member) -> tuple[str, ...]:
-            return ("suppressions",) if ex.applies(m) else ()
-
-        restricted = [_Restricted(a, need[id(a)]) for a in arts]
-        sub.run(restricted, wanted)
-        for (i, path, _), value in sub.facts.items():
-            # keyed by the whole ref: installed distributions share their site dir as path
-            suppressions[(restricted[i].ref, path)] = value
-        sub.store.close()
-    kept: list[Finding] = []
-    suppressed = 0
-    for f in out:
-        entry = suppressions.get((f.location.artifact, f.location.member or ""))
-        if entry is not None and entry.silences(f.location.line, f.code):
-            suppressed += 1
-            continue
-        kept.append(f)
-
-    baselined = 0
-    if config.baseline:
-        accepted = read_baseline(config.baseline)
-        before = len(kept)
-        kept = [f for f in kept if f.fingerprint() not in accepted]
-        baselined = before - len(kept)
-    kept.sort(key=Finding.sort_key)
-    return kept, suppressed, baselined
+    sub.run(restricted, wanted)
+    out: dict[tuple[ArtifactRef, str], Any] = {}
+    for (i, path, _), value in sub.facts.items():
+        # keyed by the whole ref: installed distributions share their site dir as path
+        out[(restricted[i].ref, path)] = value
+    sub.store.close()
+    return out
 
 
 class _Restricted(Artifact):

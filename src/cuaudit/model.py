@@ -1,8 +1,12 @@
 """The data every stage of the pipeline shares: artifacts, members, findings.
 
-inputs -> facts -> rules -> findings -> reports.  Everything here is a frozen
-dataclass (or an enum) so that facts and findings can be cached, compared,
-sorted and serialised without surprises.
+inputs -> formats -> facts -> analysis -> rules -> finish -> reports.
+Everything here is a frozen dataclass (or an enum) so that facts and findings
+can be cached, compared, sorted and serialised without surprises.  The two
+exceptions of the pipeline live here too, at the bottom of the layering:
+:class:`InputError` (the one problem type that inputs, formats and extractors
+raise; the engine alone turns it into a CU0xx finding) and
+:class:`ConfigError` (a usage error, exit 2).
 """
 
 from __future__ import annotations
@@ -248,3 +252,48 @@ class EnvironmentInfo:
     site_dirs: tuple[str, ...]
     sys_path: tuple[str, ...]
     environ: Mapping[str, str] = field(default_factory=dict)  # LD_LIBRARY_PATH, CUDA_HOME, CONDA_PREFIX ...
+
+
+class InputError(Exception):
+    """A member (or a whole input) is unreadable or malformed.
+
+    Raised by inputs, formats and extractors; the engine turns it into a CU0xx
+    finding for that member, whatever rules are selected.  ``code`` is the
+    CU0xx rule code; ``detail`` the evidence (``line``/``column`` become the
+    finding's position).
+    """
+
+    def __init__(self, code: str, message: str, **detail: Any) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.detail = detail
+
+
+class ConfigError(Exception):
+    """Invalid configuration or command line: a usage error (exit 2)."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A CU0xx problem met while listing or reading an input, as data.
+
+    Inputs record these (``Artifact.problem``); the engine turns each into a
+    finding of the CU0xx rule named by ``code``.
+    """
+
+    code: str
+    message: str
+    location: Location
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+    key: str = ""
+
+
+@dataclass(frozen=True)
+class ProbeRecord:
+    """Something that imported or ran audited code (only with --probe)."""
+
+    what: str
+    command: str
+    seconds: float
+    outcome: str

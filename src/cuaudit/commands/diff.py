@@ -62,9 +62,9 @@ def execute(args: argparse.Namespace) -> int:
     import time
 
     from cuaudit import rules as rules_registry
-    from cuaudit.capi_diff import Side, diff_findings
-    from cuaudit.capi_index import CapiIndex
-    from cuaudit.engine import Extraction, Report, _post_process
+    from cuaudit.analysis.capi_diff import Side, diff_findings
+    from cuaudit.analysis.capi_index import CapiIndex
+    from cuaudit.engine import Extraction, Report, finish, problem_finding, suppressions_for
     from cuaudit import facts as facts_registry
 
     started = time.perf_counter()
@@ -97,11 +97,13 @@ def execute(args: argparse.Namespace) -> int:
         sides[label] = Side(label_of(arts, spec), arts, CapiIndex.build(arts, facts_of))
     findings = []
     for art in everything:
-        findings += art.problems
+        findings += [problem_finding(p) for p in art.problems]
     findings += extraction.problems
     findings += diff_findings(sides["old"], sides["new"], consumers, lambda side, art: facts_of)
     selected = list(rules_registry.select(config.selected, config.ignored))
-    findings, suppressed, baselined = _post_process(findings, config, everything, extraction, selected)
+    findings, suppressed, baselined = finish(
+        findings, config, {c.code for c in selected}, suppressions_for(findings, everything, config)
+    )
     extraction.store.close()
     report = Report(
         findings=findings,
@@ -110,7 +112,7 @@ def execute(args: argparse.Namespace) -> int:
         config=config,
         rules=[c.code for c in selected],
         stats={"artifacts": len(everything), "members": sum(len(a.members) for a in everything),
-               "facts_extracted": extraction.extracted, "facts_cached": extraction.store.hits,
+               "facts_extracted": extraction.extracted, "facts_cached": extraction.cached,
                "seconds": round(time.perf_counter() - started, 3)},
         suppressed=suppressed,
         baselined=baselined,

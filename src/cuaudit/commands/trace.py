@@ -57,7 +57,7 @@ def execute(args: argparse.Namespace) -> int:
     import tempfile
     import time
 
-    from cuaudit.engine import ProbeRecord
+    from cuaudit.model import ProbeRecord
     from cuaudit.trace.findings import build_report, interpreter_and_program
 
     program = list(args.program)

@@ -18,22 +18,9 @@ import mmap
 import os
 from typing import IO, Any, ClassVar
 
-from cuaudit.model import Member
+from cuaudit.model import InputError, Member
 
 _REGISTRY: dict[str, type["Extractor"]] = {}
-
-
-class InputError(Exception):
-    """The member is unreadable or malformed; becomes a CU0xx finding.
-
-    ``code`` is the CU0xx rule code; ``detail`` the evidence (offset, field).
-    """
-
-    def __init__(self, code: str, message: str, **detail: Any) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.detail = detail
 
 
 class MemberReader:

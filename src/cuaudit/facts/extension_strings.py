@@ -3,7 +3,7 @@
 A Cython module imports what it ``cimport``s and ``import``s at module
 init, by name: ``cupy/cuda/cub.so`` imports ``cupy.cuda.common``, which is
 why ``import cupy.cuda; cupy.cuda.common`` works although no Python file
-imports it.  The package model (``cuaudit.module_tree``) treats every dotted
+imports it.  The package model (``cuaudit.analysis.module_tree``) treats every dotted
 string of an extension module that names a known module as an import:
 it can only make the model say "reachable" more often, never invent a trap.
 

@@ -17,7 +17,7 @@ import re
 import stat
 from typing import IO, Iterable
 
-from cuaudit.model import ArtifactRef, Finding, Location, Member, MemberKind, Severity, Skipped
+from cuaudit.model import ArtifactRef, Location, Member, MemberKind, Problem, Severity, Skipped
 
 _BUILD_FILES = {
     "setup.py",
@@ -87,7 +87,7 @@ class Artifact:
 
     def __init__(self, ref: ArtifactRef) -> None:
         self.ref = ref
-        self.problems: list[Finding] = []
+        self.problems: list[Problem] = []
         self.skipped: list[Skipped] = []
         self._members: list[Member] | None = None
 
@@ -116,9 +116,7 @@ class Artifact:
         return None
 
     def problem(self, code: str, message: str, member: str | None = None, **evidence: object) -> None:
-        from cuaudit.rules import get
-
-        self.problems.append(get(code).finding(Location(self.ref, member), message, evidence=evidence, key=member or ""))
+        self.problems.append(Problem(code, message, Location(self.ref, member), evidence, key=member or ""))
 
     def skip(self, member: str | None, reason: str, code: str = "") -> None:
         self.skipped.append(Skipped(Location(self.ref, member), reason, code))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import stat
 from typing import IO, Iterable
 
 from cuaudit.inputs import Artifact, classify, stat_key
@@ -103,3 +104,34 @@ def _project_name(root: str) -> tuple[str, str]:
         return (name if isinstance(name, str) else "", version if isinstance(version, str) else "")
     except (OSError, ValueError):
         return "", ""
+
+
+class NamedFiles(Artifact):
+    """Some files of a folder, named rather than found by walking it.
+
+    For evidence about files a run already points at (the traced program's
+    sources, for their inline suppressions), under the ``ref`` the findings carry.
+    """
+
+    def __init__(self, ref: ArtifactRef, paths: Iterable[str]) -> None:
+        super().__init__(ref)
+        self._paths = sorted(set(paths))
+
+    def list_members(self) -> list[Member]:
+        members = []
+        for rel in self._paths:
+            try:
+                st = os.stat(self.fs_path(rel))
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                members.append(Member(rel, classify(rel), st.st_size, stat_key(st, rel)))
+        return members
+
+    def open_member(self, path: str) -> IO[bytes]:
+        return open(self.fs_path(path), "rb")
+
+    def fs_path(self, path: str) -> str:
+        if self.ref.kind is ArtifactKind.FILE:
+            return self.ref.path
+        return os.path.join(self.ref.path, *path.split("/"))

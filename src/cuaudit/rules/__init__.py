@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Iterator, Mapping
 from cuaudit.model import Finding, Fix, Location, Severity
 
 if TYPE_CHECKING:  # pragma: no cover
-    from cuaudit.engine import RuleContext
+    from cuaudit.context import RuleContext
 
 DOC_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "Fix safety")
 

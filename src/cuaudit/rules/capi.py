@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from cuaudit.capi_index import CapiIndex, ImportProblem, Provider, import_problems
+from cuaudit.analysis.capi_index import CapiIndex, ImportProblem, Provider, import_problems
 from cuaudit.model import Finding, Fix, Location, Severity
 from cuaudit.rules import Rule
 
@@ -52,7 +52,7 @@ def _probe(ctx, consumer: Provider, index: CapiIndex) -> list[ImportProblem] | N
     import dataclasses
     import sys
 
-    from cuaudit.engine import ProbeRecord
+    from cuaudit.model import ProbeRecord
     from cuaudit.facts.cython import CImport, TypeImport
     from cuaudit.probe.capi import probe_consumer
 

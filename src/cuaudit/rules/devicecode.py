@@ -96,7 +96,7 @@ def _targets(ctx) -> list[Target]:
             except ValueError:
                 continue
         if ctx.config.probe:
-            from cuaudit.engine import ProbeRecord
+            from cuaudit.model import ProbeRecord
 
             started = time.perf_counter()
             found, cmd, outcome = local_gpu_targets(ctx.config.probe_timeout)

@@ -11,7 +11,7 @@ Package side (CU101-CU103) looks at what each package's ``__init__`` binds;
 code side (CU104-CU105) at attribute chains in user code, resolved against
 the wheels and trees of the same run, the installed distributions of the
 audited environment, and the standard library (read from its source files).
-The static model is in :mod:`cuaudit.module_tree`; ``--probe`` confirms the
+The static model is in :mod:`cuaudit.analysis.module_tree`; ``--probe`` confirms the
 package-side findings in a clean interpreter (:mod:`cuaudit.probe.imports`).
 """
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from cuaudit.model import Applicability, ArtifactKind, Edit, Finding, Fix, Location, Severity
-from cuaudit.module_tree import ModuleUniverse, Reach, build_universe, public_submodules
+from cuaudit.analysis.module_tree import ModuleUniverse, Reach, build_universe, public_submodules
 from cuaudit.rules import Rule
 
 FACTS = "python_source"
@@ -120,7 +120,7 @@ def _package_traps(ctx) -> list[_PackageTrap]:
 
 def _run_probe(ctx, m: _Model, pairs: dict[int, list[tuple[str, str]]]) -> dict[tuple[str, str], Any]:
     """Probe results for the (parent, sub) pairs; each pair is probed once per audit."""
-    from cuaudit.engine import ProbeRecord
+    from cuaudit.model import ProbeRecord
     from cuaudit.probe.imports import ProbeTree, default_python, probe_submodules
 
     cache: dict[tuple[str, str], Any] = ctx.memo("imports.probe_results", dict)

@@ -9,7 +9,7 @@ with ``-Wl,--as-needed`` (cupy-cuda11x 13.0.0).
 
 Every rule reads the ``elf`` facts (:mod:`cuaudit.facts.elf`) and one shared
 analysis (:class:`Linkage`, built once per audit through ``ctx.memo``) that
-resolves each needed library (:mod:`cuaudit.facts.resolution`) and decides
+resolves each needed library (:mod:`cuaudit.analysis.loader`) and decides
 from evidence whether it is used.
 """
 
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 from cuaudit.facts.elf import ElfFacts
-from cuaudit.facts.libraries import CudaCatalog, ld_so_cache, split_soname
-from cuaudit.facts.resolution import Resolution, Resolver
+from cuaudit.analysis.libraries import CudaCatalog, ld_so_cache, split_soname
+from cuaudit.analysis.loader import Resolution, Resolver
 from cuaudit.model import ArtifactKind, Finding, Fix, Location, Severity
 from cuaudit.rules import Rule
 

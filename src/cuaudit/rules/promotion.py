@@ -26,7 +26,7 @@ from cuaudit.model import Applicability, ArtifactKind, Edit, Finding, Fix, Locat
 from cuaudit.rules import Rule
 
 if TYPE_CHECKING:  # pragma: no cover
-    from cuaudit.engine import RuleContext
+    from cuaudit.context import RuleContext
     from cuaudit.facts.promotion import Span
     from cuaudit.inputs import Artifact
 

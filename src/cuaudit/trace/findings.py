@@ -93,36 +93,19 @@ def findings_from_trace(data: Mapping[str, Any], root: str) -> tuple[list[Findin
 
 def build_report(data: Mapping[str, Any], *, root: str, config: Config, probe: Any, seconds: float) -> Any:
     """A :class:`cuaudit.engine.Report` for a traced run (selection, severities, suppressions applied)."""
-    import dataclasses
-
-    from cuaudit.engine import Report
-    from cuaudit.facts.suppressions import parse_suppressions
+    from cuaudit.engine import Report, finish, suppressions_for
+    from cuaudit.inputs.tree import NamedFiles
 
     findings, artifacts = findings_from_trace(data, root)
     selected = [cls.code for cls in rules_registry.select(config.selected, config.ignored)]
-    kept: list[Finding] = []
-    suppressed = 0
-    cache: dict[str, Any] = {}
+    # The same finishing step as check/env/diff: selection, per-path ignores,
+    # severities, inline suppressions (read as facts of the traced files) and baseline.
+    files: dict[ArtifactRef, set[str]] = {}
     for f in findings:
-        if f.code not in selected:
-            continue
-        sev = config.severity_for(f.code, f.severity)
-        if sev != f.severity:
-            f = dataclasses.replace(f, severity=sev)
-        path = f.location.artifact.path
-        if f.location.artifact.kind is ArtifactKind.TREE:
-            path = os.path.join(path, *(f.location.member or "").split("/"))
-        if path not in cache:
-            try:
-                with open(path, encoding="utf-8", errors="replace") as fh:
-                    cache[path] = parse_suppressions(fh.read())
-            except OSError:
-                cache[path] = None
-        if cache[path] is not None and cache[path].silences(f.location.line, f.code):
-            suppressed += 1
-            continue
-        kept.append(f)
-    kept.sort(key=Finding.sort_key)
+        if f.location.member:
+            files.setdefault(f.location.artifact, set()).add(f.location.member)
+    sources = [NamedFiles(ref, paths) for ref, paths in files.items()]
+    kept, suppressed, baselined = finish(findings, config, set(selected), suppressions_for(findings, sources, config))
     return Report(
         findings=kept,
         skipped=[],
@@ -139,6 +122,7 @@ def build_report(data: Mapping[str, Any], *, root: str, config: Config, probe: A
             "exit": data.get("exit"),
         },
         suppressed=suppressed,
+        baselined=baselined,
         command="trace",
     )
 

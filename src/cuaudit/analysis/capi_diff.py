@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from cuaudit.capi_index import CapiIndex, Provider, import_problems
+from cuaudit.analysis.capi_index import CapiIndex, Provider, import_problems
 from cuaudit.model import Finding, Fix, Location
 
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable
 
 from cuaudit.facts.elf import ElfFacts
-from cuaudit.facts.libraries import DEFAULT_DIRS, CudaCatalog, ld_so_cache, ld_so_conf_dirs, system_elf
+from cuaudit.analysis.libraries import DEFAULT_DIRS, CudaCatalog, ld_so_cache, ld_so_conf_dirs, system_elf
 from cuaudit.model import ArtifactKind, Member, MemberKind
 
 if TYPE_CHECKING:  # pragma: no cover

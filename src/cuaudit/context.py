@@ -1,0 +1,76 @@
+"""What a rule sees: :class:`RuleContext` (facts, artifacts, configuration).
+
+It sits below ``rules/`` and above ``facts/`` and ``analysis/``: rules import
+it, the engine builds it.  It holds no file handle and no store.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+
+from cuaudit.config import Config
+from cuaudit.model import EnvironmentInfo, Member, ProbeRecord
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cuaudit.inputs import Artifact
+
+
+class RuleContext:
+    """What a rule may see: facts, artifacts, configuration.  Never files."""
+
+    def __init__(
+        self,
+        config: Config,
+        artifacts: Sequence["Artifact"],
+        facts: dict[tuple[int, str, str], Any],
+        environment: EnvironmentInfo | None,
+        probes: list[ProbeRecord],
+    ) -> None:
+        self.config = config
+        self.artifacts = list(artifacts)
+        self.environment = environment
+        self.probes = probes
+        self._facts = facts
+        self._index = {id(a): i for i, a in enumerate(self.artifacts)}
+        self._memo: dict[Any, Any] = {}
+        self._by_extractor: dict[str, list[tuple[int, Member, Any]]] | None = None
+
+    def _table(self) -> dict[str, list[tuple[int, Member, Any]]]:
+        """extractor -> [(artifact index, member, fact)] in artifact and member order, built once."""
+        if self._by_extractor is None:
+            names = {n for (_i, _p, n) in self._facts}
+            table: dict[str, list[tuple[int, Member, Any]]] = {n: [] for n in names}
+            get = self._facts.get
+            for i, art in enumerate(self.artifacts):
+                for m in art.members:
+                    for n in names:
+                        value = get((i, m.path, n))
+                        if value is not None:
+                            table[n].append((i, m, value))
+            self._by_extractor = table
+        return self._by_extractor
+
+    def facts(self, extractor: str, artifact: "Artifact | None" = None) -> Iterator[tuple["Artifact", Member, Any]]:
+        """(artifact, member, fact) for every member the extractor produced a fact for."""
+        if artifact is not None:
+            i = self._index[id(artifact)]
+            for m in artifact.members:
+                value = self._facts.get((i, m.path, extractor))
+                if value is not None:
+                    yield artifact, m, value
+            return
+        arts = self.artifacts
+        for i, m, value in self._table().get(extractor, ()):
+            yield arts[i], m, value
+
+    def fact(self, extractor: str, artifact: "Artifact", member: str) -> Any | None:
+        return self._facts.get((self._index[id(artifact)], member, extractor))
+
+    def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """Share a derived result between the rules of a family within one audit."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+        return self._memo[key]
+
+    def record_probe(self, record: ProbeRecord) -> None:
+        self.probes.append(record)
