@@ -24,7 +24,10 @@ def add_audit_options(p: argparse.ArgumentParser) -> None:
     out.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
     out.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     out.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
-    out.add_argument("--verbose", "-v", action="store_true", help="also list skipped items")
+    out.add_argument("--verbose", "-v", action="store_true",
+                     help="list every place of grouped findings, info findings and skipped items")
+    out.add_argument("--statistics", action="store_true",
+                     help="show counts per rule code instead of the findings (text or json)")
     gate = p.add_argument_group("exit status")
     gate.add_argument("--fail-on", choices=("error", "warning", "info"),
                       help="lowest severity that makes the exit status 1 (default: warning)")
@@ -75,6 +78,20 @@ def use_color(args: argparse.Namespace, stream: Any) -> bool:
     if args.color == "never" or args.output or os.environ.get("NO_COLOR"):
         return False
     return bool(getattr(stream, "isatty", lambda: False)())
+
+
+def text_width(args: argparse.Namespace, stream: Any) -> int | None:
+    """Columns to wrap the text report to: the terminal's, or ``COLUMNS``; None (no wrapping) for files and pipes."""
+    if args.output:
+        return None
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    if not getattr(stream, "isatty", lambda: False)():
+        return None
+    import shutil
+
+    return shutil.get_terminal_size((100, 24)).columns
 
 
 def make_progress(args: argparse.Namespace) -> Any:
@@ -130,10 +147,19 @@ def emit(report: Any, args: argparse.Namespace) -> int:
     report.exit_zero = bool(args.exit_zero)
     stream = sys.stdout
     color = use_color(args, stream)
+    if getattr(args, "statistics", False) and args.format not in ("text", "json"):
+        from cuaudit.config import ConfigError
+
+        raise ConfigError(f"--statistics works with --format text or json, not {args.format}")
     if args.format == "text":
         from cuaudit.report.text import render as render_text
 
-        text = render_text(report, color=color, verbose=args.verbose)
+        text = render_text(report, color=color, verbose=args.verbose, width=text_width(args, stream),
+                           statistics_only=getattr(args, "statistics", False))
+    elif args.format == "json" and getattr(args, "statistics", False):
+        from cuaudit.report.json_report import render_statistics
+
+        text = render_statistics(report)
     else:
         text = render(report, args.format, color=color)
     if args.output:
