@@ -229,7 +229,8 @@ class Finding:
         member = _stable_member(loc.member or "")
         key = _stable_member(self.key) if self.key else self.message
         parts = [self.code, artifact, member, loc.symbol or "", key]
-        return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
+        # surrogateescape: a name that is not UTF-8 hashes as its own bytes (valid text is unchanged)
+        return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
 _META_DIR = re.compile(r"(^|/)([^/]+?)-[^/-]+\.(dist-info|data|egg-info)(?=/|$)")

@@ -27,14 +27,17 @@ GROUP_MIN = 3
 class Block:
     """One entry of a human report.
 
-    ``grouped``: ``findings`` are alike (same code, severity and cause) in
-    several places, shown as ``findings[0]`` with the places listed;
-    otherwise ``findings`` are those of one ``member``, each shown.
+    ``grouped``: ``findings`` are alike, shown as ``findings[0]`` with the
+    others named in ``places``: the same cause in several files
+    (``member`` empty, places are ``member[:line]``), or one code for
+    several symbols of one member (places are the symbols).  Otherwise
+    ``findings`` are those of one ``member``, each shown.
     """
 
     findings: tuple[Finding, ...]
     grouped: bool
     member: str = ""
+    places: tuple[str, ...] = ()
 
     @property
     def severity(self) -> Severity:
@@ -132,17 +135,32 @@ def _blocks(items: list[Finding]) -> list[Block]:
     blocks: list[tuple[int, Block]] = []
     grouped: set[int] = set()
     for indexes in alike.values():
-        if len({place(items[i]) for i in indexes}) >= GROUP_MIN:
+        places = tuple(dict.fromkeys(place(items[i]) for i in indexes))
+        if len(places) >= GROUP_MIN:
             grouped.update(indexes)
-            blocks.append((indexes[0], Block(tuple(items[i] for i in indexes), True)))
+            blocks.append((indexes[0], Block(tuple(items[i] for i in indexes), True, places=places)))
     per_member: dict[str, list[int]] = {}
     for i, f in enumerate(items):
         if i not in grouped:
             per_member.setdefault(f.location.member or "", []).append(i)
     for member, indexes in per_member.items():
-        singles = sorted((items[i] for i in indexes),
-                         key=lambda f: (-f.severity, f.location.line or 0, f.location.column or 0))
-        blocks.append((indexes[0], Block(tuple(singles), False, member)))
+        # One code for many symbols of one file, without lines (CU101: ten submodules
+        # an __init__ does not bind) is one cause too: the file.
+        same: dict[tuple, list[int]] = {}
+        for i in indexes:
+            f = items[i]
+            if f.location.line is None and f.location.symbol:
+                same.setdefault((f.code, f.severity), []).append(i)
+        for group in same.values():
+            if len(group) >= GROUP_MIN:
+                grouped.update(group)
+                symbols = tuple(dict.fromkeys(items[i].location.symbol or "" for i in group))
+                blocks.append((group[0], Block(tuple(items[i] for i in group), True, member, symbols)))
+        rest = [i for i in indexes if i not in grouped]
+        if rest:
+            singles = sorted((items[i] for i in rest),
+                             key=lambda f: (-f.severity, f.location.line or 0, f.location.column or 0))
+            blocks.append((rest[0], Block(tuple(singles), False, member)))
     blocks.sort(key=lambda b: (-b[1].severity, b[0]))
     return [b for _, b in blocks]
 

@@ -428,4 +428,5 @@ def log(report: "Report", *, cwd: str | None = None) -> dict[str, Any]:
 
 
 def render(report: "Report", *, color: bool = False) -> str:
-    return json.dumps(log(report), indent=2, ensure_ascii=False) + "\n"
+    # ASCII: the data keeps what the input held (a bidi override in a name), the bytes written do not carry it
+    return json.dumps(log(report), indent=2) + "\n"

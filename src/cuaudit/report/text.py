@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from cuaudit.model import ArtifactKind, Finding, Fix, Severity
 from cuaudit.report import fix_parts
 from cuaudit.report.escape import printable
-from cuaudit.report.grouping import Block, place, sections, shown_path, statistics
+from cuaudit.report.grouping import Block, sections, shown_path, statistics
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.text import Text
@@ -118,7 +118,7 @@ class _Writer:
         self.console.print()
 
 
-def _head(f: Finding, indent: str, *, position: bool = True) -> "Text":
+def _head(f: Finding, indent: str, *, position: bool = True, symbol: bool = True) -> "Text":
     from rich.text import Text
 
     loc = f.location
@@ -127,7 +127,7 @@ def _head(f: Finding, indent: str, *, position: bool = True) -> "Text":
         line.append((f"{loc.line}:{loc.column}" if loc.column is not None else f"{loc.line}") + " ", style="dim")
     line.append(f.code, style=_STYLE[f.severity])
     line.append(f" {f.severity}", style=_STYLE[f.severity])
-    if loc.symbol:
+    if symbol and loc.symbol:
         line.append(f" [{printable(loc.symbol)}]", style="magenta")
     if f.origin != "static":
         line.append(f" ({printable(f.origin)})", style="green")
@@ -154,21 +154,25 @@ def _write_block(w: _Writer, block: Block, verbose: bool) -> None:
             for fl in _fix_lines(f.fix, "      ") if f.fix is not None else ():
                 w.line(fl, 8)
         return
-    first = block.first
-    places = list(dict.fromkeys(place(f) for f in block.findings))
-    noun = "places" if any(f.location.line is not None for f in block.findings) else "files"
-    w.line(_head(first, "  ", position=False).append(f" in {len(places)} {noun}", style="bold"), 4)
-    w.line(Text("    " + printable(first.message)), 6)
+    first, places = block.first, block.places
+    if block.member:  # one file, several symbols
+        w.line(Text("  " + printable(block.member), style="bold"), 4)
+        head, indent, label = _head(first, "    ", symbol=False).append(f" for {len(places)} symbols", style="bold"), "      ", "for"
+    else:
+        noun = "places" if any(f.location.line is not None for f in block.findings) else "files"
+        head, indent, label = _head(first, "  ", position=False).append(f" in {len(places)} {noun}", style="bold"), "    ", "in"
+    w.line(head, len(indent))
+    w.line(Text(indent + "e.g. " + printable(first.message)), len(indent) + 2)
     if verbose:
         for p in places:
-            w.line(Text("      " + printable(p), style="dim"), 8)
+            w.line(Text(indent + "  " + printable(p), style="dim"), len(indent) + 4)
     else:
         more = len(places) - PLACES_SHOWN
         listed = ", ".join(printable(p) for p in places[:PLACES_SHOWN])
         tail = f" and {more} more (-v lists them)" if more > 0 else ""
-        w.line(Text(f"    in {listed}{tail}", style="dim"), 6)
-    for fl in _fix_lines(first.fix, "    ") if first.fix is not None else ():
-        w.line(fl, 6)
+        w.line(Text(f"{indent}{label} {listed}{tail}", style="dim"), len(indent) + 2)
+    for fl in _fix_lines(first.fix, indent) if first.fix is not None else ():
+        w.line(fl, len(indent) + 2)
 
 
 def _info_entries(report: "Report") -> int:
