@@ -283,8 +283,9 @@ class FusedPythonScalar(_SourceRule):
                     _location(art, member.path, s.span, symbol=s.kernel),
                     f"Python scalar `{s.text}` is an operand ({s.operation}) in cupy.fuse kernel `{s.kernel}`: "
                     f"CuPy 13.0-13.4.0 raises TypeError on it under NumPy 2; {verdict.evidence}",
-                    fix=Fix(f"Cast the scalar to the operand's dtype: {hint}; or require cupy>=13.4.1.",
-                            edits, Applicability.UNSAFE if edits else Applicability.DISPLAY),
+                    fix=Fix(edits=edits, applicability=Applicability.UNSAFE if edits else Applicability.DISPLAY,
+                            user="Install cupy>=13.4.1 (or keep NumPy<2) until the kernel is fixed.",
+                            maintainer=f"Cast the scalar to the operand's dtype: {hint}; or require cupy>=13.4.1."),
                     evidence={"scalar": s.text, "value": s.value, "kernel": s.kernel, "kernel_line": s.kernel_line,
                               "operation": s.operation, "versions": verdict.state, "why": verdict.evidence},
                     key=f"{s.kernel}:{s.text}:{s.operation}",
