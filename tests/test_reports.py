@@ -605,12 +605,16 @@ def test_html_shows_groups_evidence_fix_skipped_probes_environment(report):
     )
     out = html_report.render(report)
     ctx = html_report.context(report)
-    assert [g["kind"] for g in ctx["groups"]] == ["wheel", "installed distribution", "source tree", "file"]
-    assert [m["member"] for m in ctx["groups"][0]["members"]] == ["", "pkg/_ext.so", WEIRD_MEMBER]
-    assert ctx["groups"][0]["worst"] == "error"
-    assert 'class="artifact worst-error"' in out and 'class="badge sev-info"' in out
+    # artifacts with errors first (the tree has only a warning and an info), then in input order
+    assert [g["kind"] for g in ctx["groups"]] == ["wheel", "installed distribution", "file", "source tree"]
+    # within the wheel: by worst severity (error, warning, then the wheel's own info)
+    assert [b["member"] for b in ctx["groups"][0]["blocks"]] == ["pkg/_ext.so", WEIRD_MEMBER, ""]
+    assert ctx["groups"][0]["worst"] == "error" and ctx["groups"][0]["title"] == "report-fixture-wheel 1.0"
+    assert 'class="artifact worst-error sevset-ewi"' in out and 'class="badge sev-info"' in out
     assert "&#34;chain&#34;: &#34;cupy.cuda.nccl&#34;" in out  # evidence, as escaped JSON
-    assert "import cupy.cuda.nccl" in out and "(safe automatic fix)" in out
+    assert "import cupy.cuda.nccl" in out and "safe automatic fix" in out
+    assert "<span class=\"label\">User fix:</span> pip install nvidia-cublas-cu12" in out
+    assert "<span class=\"label\">Maintainer fix:</span> link with -Wl,--as-needed" in out
     assert 'id="skipped"' in out and "listed in RECORD but missing on disk" in out
     assert 'id="probes"' in out and "python -c &#39;import report_fixture_inst&#39;" in out
     assert 'id="environment"' in out and "/usr/local/cuda" in out

@@ -144,12 +144,13 @@ def _blocks(items: list[Finding]) -> list[Block]:
         if i not in grouped:
             per_member.setdefault(f.location.member or "", []).append(i)
     for member, indexes in per_member.items():
-        # One code for many symbols of one file, without lines (CU101: ten submodules
-        # an __init__ does not bind) is one cause too: the file.
+        # Info findings of one code for many symbols of one file, without lines (CU101:
+        # ten submodules an __init__ does not bind) have one cause too: the file.  Errors
+        # and warnings are never folded (each CU203 library needs its own wheel).
         same: dict[tuple, list[int]] = {}
         for i in indexes:
             f = items[i]
-            if f.location.line is None and f.location.symbol:
+            if f.severity is Severity.INFO and f.location.line is None and f.location.symbol:
                 same.setdefault((f.code, f.severity), []).append(i)
         for group in same.values():
             if len(group) >= GROUP_MIN:

@@ -818,5 +818,5 @@ def _unused_user_fix(lk: Any, lib: str, kind: str) -> str:
     if kind == "system":
         return "nothing is needed: every manylinux system has it"
     if kind == "driver":
-        return f"no wheel ships the NVIDIA driver: on machines without one, {repair} (those still need a GPU)"
-    return f"`pip install {_wheel_of(lk, lib)}` (it ships {lib}), or {repair} (install those)"
+        return f"no wheel ships the NVIDIA driver: on machines without one, {repair}, and those still need a GPU"
+    return f"`pip install {_wheel_of(lk, lib)}` (it ships {lib}); or {repair}, which must still be installed"
