@@ -7,6 +7,7 @@ import os
 import sys
 from typing import Any
 
+from cuaudit.progress import RichProgress
 from cuaudit.report import FORMATS
 
 
@@ -24,6 +25,8 @@ def add_audit_options(p: argparse.ArgumentParser) -> None:
     out.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
     out.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     out.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    out.add_argument("--progress", action="store_true",
+                     help="show the progress bar on stderr even when it is not a terminal, or in CI")
     out.add_argument("--verbose", "-v", action="store_true",
                      help="list every place of grouped findings, info findings and skipped items")
     out.add_argument("--statistics", action="store_true",
@@ -95,38 +98,15 @@ def text_width(args: argparse.Namespace, stream: Any) -> int | None:
 
 
 def make_progress(args: argparse.Namespace) -> Any:
+    """A progress bar on stderr: on a terminal outside CI, or wherever ``--progress`` asks for it."""
+    if getattr(args, "progress", False):
+        from rich.console import Console
+
+        return RichProgress(Console(stderr=True, force_terminal=True))
     in_ci = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
     if args.quiet or in_ci or not sys.stderr.isatty():
         return None
     return RichProgress()
-
-
-class RichProgress:
-    """A progress bar on stderr (only created when stderr is a terminal)."""
-
-    def __init__(self) -> None:
-        self._progress = None
-        self._task = None
-
-    def start(self, total: int, description: str) -> None:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self._progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-            console=Console(stderr=True), transient=True,
-        )
-        self._progress.start()
-        self._task = self._progress.add_task(description, total=total)
-
-    def advance(self, n: int = 1) -> None:
-        if self._progress is not None:
-            self._progress.advance(self._task, n)
-
-    def stop(self) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
 
 
 def emit(report: Any, args: argparse.Namespace) -> int:
