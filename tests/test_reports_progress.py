@@ -31,30 +31,28 @@ class Recorder:
         self.events.append(("stop",))
 
 
-def test_extraction_bar_counts_bytes_and_names_the_member():
+def shown_by_bar(total: int, n: int, member: str) -> tuple[RichProgress, str]:
+    """What a bar on a 160-column terminal prints after ``start(total)`` and ``advance(n, member)``."""
     from rich.console import Console
 
     buf = io.StringIO()
     bar = RichProgress(Console(file=buf, force_terminal=True, width=160, color_system=None))
-    bar.start(3_000_000, "Extracting facts")
-    bar.advance(1_500_000, "torch/lib/libtorch_cuda.so")
+    bar.start(total, "Extracting facts")
+    bar.advance(n, member)
     bar._progress.refresh()
-    shown = buf.getvalue()
     bar.stop()
+    return bar, buf.getvalue()
+
+
+def test_extraction_bar_counts_bytes_and_names_the_member():
+    bar, shown = shown_by_bar(3_000_000, 1_500_000, "torch/lib/libtorch_cuda.so")
     assert "Extracting facts" in shown and "1.5/3.0 MB" in shown and "libtorch_cuda.so" in shown
     bar.advance(10)  # after stop: nothing, no error
 
 
 def test_member_names_in_the_bar_are_escaped():
-    from rich.console import Console
-
-    buf = io.StringIO()
-    bar = RichProgress(Console(file=buf, force_terminal=True, width=160, color_system=None))
-    bar.start(10, "Extracting facts")
-    bar.advance(1, "pkg/[bold]x\x1b[2J.so")
-    bar._progress.refresh()
-    bar.stop()
-    assert "[bold]x\\x1b[2J.so" in buf.getvalue() and "\x1b[2J" not in buf.getvalue()
+    _, shown = shown_by_bar(10, 1, "pkg/[bold]x\x1b[2J.so")
+    assert "[bold]x\\x1b[2J.so" in shown and "\x1b[2J" not in shown
 
 
 def test_download_is_measured_while_it_runs(tmp_path):

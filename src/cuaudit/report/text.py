@@ -44,9 +44,6 @@ _KIND = {ArtifactKind.INSTALLED: "installed", ArtifactKind.WHEEL: "wheel", Artif
          ArtifactKind.TREE: "tree", ArtifactKind.FILE: "file"}
 _WORD = re.compile(r"\S+")
 
-# Kept for callers that imported it from here before grouping.py held it.
-_shown_path = shown_path
-
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
