@@ -157,6 +157,31 @@ def corpus() -> Path:
     return d
 
 
+def corpus_python() -> str:
+    """A CPython 3.11: the corpus wheels are cp311 builds, whatever Python runs the suite."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        from harness import NotAvailable, corpus_python as find
+    finally:
+        sys.path.pop(0)
+    try:
+        return find()
+    except NotAvailable as exc:
+        pytest.skip(str(exc))
+
+
+def corpus_venv(root: Path, wheels: list[Path]) -> Path:
+    """A virtual environment (CPython 3.11) with ``wheels`` installed without dependencies; its python."""
+    python = corpus_python()
+    subprocess.run([python, "-m", "venv", "--without-pip", str(root)], check=True)
+    venv_python = root / "bin" / "python"
+    proc = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv_python), "install", "-q", "--no-deps",
+                           "--no-index", *map(str, wheels)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.fail(f"could not install the corpus wheels into a venv: {proc.stderr[-500:]}")
+    return venv_python
+
+
 def corpus_file(corpus: Path, pattern: str) -> Path:
     matches = sorted(corpus.glob(pattern))
     if not matches:
