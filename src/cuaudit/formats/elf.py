@@ -380,6 +380,10 @@ class ElfImage:
     def _read_header(self) -> None:
         src, path = self.source, self.path
         if self.size < 16:
+            head = bytes(src.read_at(0, min(self.size, 4)))
+            if head and b"\x7fELF".startswith(head) and self.size >= 4:
+                raise _corrupt(path, f"ELF file of {self.size} bytes: truncated in its identification",
+                               field="e_ident", size=self.size)
             raise InputError("CU006", f"{path}: not an ELF file ({self.size} bytes)", size=self.size)
         ident = bytes(src.read_at(0, 16))
         if ident[:4] != b"\x7fELF":
