@@ -167,6 +167,13 @@ class Extractor:
     def applies(self, member: Member) -> bool:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    @classmethod
+    def reads_whole(cls, member: Member) -> bool:
+        """Whether this extractor reads all of ``member`` (or at random): the engine inflates an
+        archive member once for several such extractors.  ELF passes that read a prefix, or go
+        once front to back through the member's shared image, say False."""
+        return True
+
     def extract(self, reader: MemberReader) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
 

@@ -173,6 +173,10 @@ class ElfExtractor(Extractor):
     name = "elf"
     version = 2  # the image's reader: string tables must end with NUL, section tables are checked
 
+    @classmethod
+    def reads_whole(cls, member: Member) -> bool:
+        return False  # a pass over the member's image: a prefix, or one forward pass
+
     def applies(self, member: Member) -> bool:
         return member.kind is MemberKind.ELF
 

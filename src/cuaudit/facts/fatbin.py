@@ -443,6 +443,10 @@ class FatbinExtractor(Extractor):
     name = "fatbin"
     version = 2  # read through the member's ELF image: 32-bit and big-endian files are listed too
 
+    @classmethod
+    def reads_whole(cls, member: Member) -> bool:
+        return False  # a pass over the member's image: a prefix, or one forward pass
+
     def applies(self, member: Member) -> bool:
         return member.kind is MemberKind.ELF or member.path.endswith((".fatbin", ".o", ".cubin"))
 

@@ -31,6 +31,10 @@ class FormatCheck(Extractor):
     name = "format"
     version = 2
 
+    @classmethod
+    def reads_whole(cls, member: Member) -> bool:
+        return format_of(member) != "elf"  # an ELF image is checked from its prefix
+
     def applies(self, member: Member) -> bool:
         return format_of(member) is not None
 
