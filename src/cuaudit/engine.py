@@ -105,7 +105,10 @@ SHARED_READ_MAX = 64 * 1024**2
 
 
 def _shared_bytes(artifact: Artifact, member: Member, names: tuple[str, ...]) -> bytes | None:
-    if len(names) < 2 or member.size > SHARED_READ_MAX or artifact.fs_path(member.path) is not None:
+    if member.size > SHARED_READ_MAX or artifact.fs_path(member.path) is not None:
+        return None
+    # ELF passes that read a prefix or stream once through the shared image do not count
+    if sum(facts_registry.get(n).reads_whole(member) for n in names) < 2:
         return None
     try:
         with artifact.open_member(member.path) as fh:

@@ -27,7 +27,7 @@ import zipfile
 from dataclasses import dataclass, field
 
 from cuaudit.facts import InputError
-from cuaudit.facts.elf import DT_NEEDED, DT_NULL, DT_STRTAB, PT_DYNAMIC, PT_LOAD, _Layout
+from cuaudit.formats.elf import DT_NEEDED, DT_NULL, DT_STRTAB, PT_DYNAMIC, PT_LOAD, _Layout
 
 
 @dataclass(frozen=True)

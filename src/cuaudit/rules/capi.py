@@ -143,31 +143,6 @@ def _names(imps) -> str:
     return text + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
-def _unsupported(ctx) -> Iterable[Finding]:
-    """CU009 for modules whose C-API the static reader read only in part (said, not hidden)."""
-    from cuaudit.rules import get
-
-    if not rules_selected(ctx, "CU009"):
-        return
-    unsupported = get("CU009")
-    for art, member, facts in ctx.facts("cython-capi"):
-        if facts.unresolved:
-            yield unsupported.finding(
-                Location(art.ref, member.path),
-                f"Cython C-API of {facts.module} (Cython {facts.cython or 'unknown'}) read only in part: "
-                + "; ".join(facts.unresolved[:3]),
-                fix=Fix("run with --probe to read the imports by importing the module against stand-ins"),
-                evidence={"notes": list(facts.unresolved)},
-                key="cython-capi",
-            )
-
-
-def rules_selected(ctx, code: str) -> bool:
-    from cuaudit import rules as registry
-
-    return any(c.code == code for c in registry.select(ctx.config.selected, ctx.config.ignored))
-
-
 class CapiRule(Rule):
     needs = NEEDS
 
@@ -213,7 +188,6 @@ class MissingCapiImport(CapiRule):
     severity = Severity.ERROR
 
     def check(self, ctx) -> Iterable[Finding]:
-        yield from _unsupported(ctx)
         for p in _problems(ctx):
             if p.kind not in ("no-module", "no-capi", "missing"):
                 continue
