@@ -17,7 +17,7 @@ import pytest
 
 from conftest import corpus_file, make_wheel
 from cuaudit.model import ConfigError
-from cuaudit.survey.index import ReleaseFile, choose_wheel, download, list_files, platform_tags, releases
+from cuaudit.survey.index import ReleaseFile, choose_wheel, download, list_files, platform_tags, releases, yanked_versions
 from cuaudit.survey.spec import parse_spec
 
 pytest.importorskip("distributed")
@@ -152,7 +152,8 @@ def test_listing_json_and_html_agree_and_json_has_upload_times(tiny_index):
                       b'<a href="../../files/tinyprov-1.0-py3-none-any.whl#sha256=ab">x</a>'
                       b'<a href="../../files/tinyprov-0.9-py3-none-any.whl" data-yanked="">y</a>', "html")
     assert [(f.version, f.sha256, f.yanked) for f in html] == [("1.0", "ab", False), ("0.9", "", True)]
-    assert releases(html) == {"1.0": None}  # a release whose files are all yanked is not surveyed
+    assert releases(html) == {"1.0": None, "0.9": None}  # a yanked release is surveyed (and marked)
+    assert yanked_versions(html) == {"0.9"}
 
 
 def test_file_index_as_pip_reads_it(tmp_path: Path):
@@ -260,10 +261,11 @@ def test_corpus_survey_finds_the_ccudart_break_and_its_victim(corpus: Path, tmp_
     rc, out, _ = cli("survey", spec, "--db", tmp_path / "s.sqlite3", "--wheelhouse", house, "--workers", "2",
                      "--format", "json", "--constraints", constraints)
     doc = json.loads(out)
-    lost = {g["summary"].split(" ")[0]: g for g in doc["regressions"] if g["kind"] == "capi-lost"}
-    assert {"cuda.ccudart", "cuda.ccuda", "cuda.cnvrtc"} <= set(lost)
-    assert all(g["version"] == "12.6.1" and g["previous"] == "12.6.0" for g in lost.values())
-    (victim,) = lost["cuda.ccudart"]["breaks"]
+    (lost,) = [g for g in doc["regressions"] if g["kind"] == "capi-lost"]
+    assert (lost["package"], lost["version"], lost["previous"]) == ("cuda-python", "12.6.1", "12.6.0")
+    assert all(m in lost["summary"] for m in ("cuda.ccudart", "cuda.ccuda", "cuda.cnvrtc"))
+    assert any(d.startswith("cuda.ccudart loses its __pyx_capi__") for d in lost["details"])
+    (victim,) = lost["breaks"]
     assert victim.startswith("rmm-cu12 24.12.0: rmm.pylibrmm.device_buffer cimports") and "__pyx_capi__" in victim
     cells = {(c["provider_version"]): c for c in doc["matrix"] if c["consumer"] == "rmm-cu12"}
     assert cells["12.6.0"]["verdict"] == "ok" and cells["12.6.1"]["verdict"] == "breaks"

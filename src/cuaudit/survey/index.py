@@ -170,16 +170,22 @@ def list_wheelhouse(folder: str, package: str) -> list[ReleaseFile]:
 
 
 def releases(files: list[ReleaseFile]) -> dict[str, _dt.datetime | None]:
-    """version -> first upload time (None when the index gives no times); releases whose files are all yanked are left out."""
+    """version -> first upload time (None when the index gives no times).
+
+    Yanked releases are kept: a release yanked after it broke its users (cuda-python 12.6.1)
+    is exactly what a survey must show; reports mark them (:func:`yanked_versions`).
+    """
     out: dict[str, _dt.datetime | None] = {}
-    live = {f.version for f in files if not f.yanked}
     for f in files:
-        if f.version not in live:
-            continue
         prev = out.get(f.version)
         if f.version not in out or (f.upload_time and (prev is None or f.upload_time < prev)):
             out[f.version] = f.upload_time
     return out
+
+
+def yanked_versions(files: list[ReleaseFile]) -> set[str]:
+    """Releases whose every file is yanked (PEP 592)."""
+    return {f.version for f in files} - {f.version for f in files if not f.yanked}
 
 
 # -- choosing one wheel per release --------------------------------------------------
@@ -212,11 +218,11 @@ def platform_tags(platform: str) -> list[_tags.Tag]:
 
 
 def choose_wheel(files: list[ReleaseFile], accepted: list[_tags.Tag]) -> ReleaseFile | None:
-    """The wheel of one release that best matches the target (None: no wheel for it)."""
+    """The wheel of one release that best matches the target (None: no wheel for it); a yanked one only if all are."""
     rank = {t: i for i, t in enumerate(accepted)}
     best: tuple[int, ReleaseFile] | None = None
-    for f in files:
-        if not f.filename.endswith(".whl") or f.yanked:
+    for f in sorted(files, key=lambda f: f.yanked):
+        if not f.filename.endswith(".whl") or (f.yanked and best is not None):
             continue
         try:
             wheel_tags = parse_wheel_filename(f.filename)[3]

@@ -44,12 +44,14 @@ def render_text(report: SurveyReport) -> str:
                      f"download {r['download_seconds']:.1f} s, audit {r['audit_seconds']:.1f} s summed over workers)")
     for name, version, why in report.unavailable:
         lines.append(f"  not surveyed: {name} {version} {why}".rstrip())
+    for note in report.notes:
+        lines.append(f"  note: {note}")
     for r in report.failed:
         lines.append(f"  failed: {r.package} {r.version} ({r.filename}): {r.error}")
     lines += ["", f"Regressions ({len(report.regressions)})"]
     for kind in KINDS:
         for g in (x for x in report.regressions if x.kind == kind):
-            lines.append(f"  {g.package} {g.version} (after {g.previous}) [{g.kind}] {g.summary}")
+            lines.append(f"  {g.package} {g.version}{' (yanked)' * g.yanked} (after {g.previous}) [{g.kind}] {g.summary}")
             lines += [f"      {d}" for d in g.details[:5]]
             if len(g.details) > 5:
                 lines.append(f"      ... {len(g.details) - 5} more")
@@ -93,6 +95,7 @@ def render_json(report: SurveyReport) -> str:
         "matrix": [c.as_dict() for c in report.matrix],
         "constraints": report.constraints(),
         "run": report.run,
+        "notes": report.notes,
     }
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
@@ -106,7 +109,7 @@ def render_html(report: SurveyReport) -> str:
              f"<h1>cuaudit survey</h1><p>{len(report.releases)} releases recorded, {len(report.failed)} failed.</p>",
              f"<h2>Regressions ({len(report.regressions)})</h2><ul>"]
     for g in report.regressions:
-        parts.append(f"<li><b>{e(g.package)} {e(g.version)}</b> (after {e(g.previous)}) <code>{e(g.kind)}</code> "
+        parts.append(f"<li><b>{e(g.package)} {e(g.version)}{' (yanked)' * g.yanked}</b> (after {e(g.previous)}) <code>{e(g.kind)}</code> "
                      f"{e(g.summary)}<ul>")
         parts += [f"<li class='d'>{e(d)}</li>" for d in g.details[:10]]
         parts += [f"<li>breaks <b>{e(b)}</b></li>" for b in g.breaks]

@@ -2,7 +2,8 @@
 
 Schema version 1 (``meta.schema_version``; documented in ``docs/survey.md``):
 
-- ``releases(id, package, version, upload_time)``: one per surveyed release.
+- ``releases(id, package, version, upload_time, yanked)``: one per surveyed release (``yanked``: every
+  file of it is yanked, PEP 592).
 - ``wheels(id, release_id, filename, url, sha256, size, status, error, result_format,
   cuaudit_version, download_seconds, bytes_fetched, audit_seconds, worker, recorded_at,
   requires_python)``: the wheel audited for the release (``status`` ``ok`` or ``failed``).
@@ -38,7 +39,7 @@ SCHEMA_VERSION = 1
 _TABLES = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS releases (
-    id INTEGER PRIMARY KEY, package TEXT NOT NULL, version TEXT NOT NULL, upload_time TEXT,
+    id INTEGER PRIMARY KEY, package TEXT NOT NULL, version TEXT NOT NULL, upload_time TEXT, yanked INTEGER NOT NULL,
     UNIQUE (package, version));
 CREATE TABLE IF NOT EXISTS wheels (
     id INTEGER PRIMARY KEY, release_id INTEGER NOT NULL REFERENCES releases(id), filename TEXT NOT NULL,
@@ -86,6 +87,7 @@ class WheelRow:
     bytes_fetched: int
     audit_seconds: float
     worker: str
+    yanked: bool = False
 
 
 class SurveyStore(Protocol):
@@ -155,8 +157,8 @@ class SQLiteSurveyStore:
         db = self.db
         db.execute("BEGIN IMMEDIATE")
         try:
-            db.execute("INSERT OR IGNORE INTO releases (package, version, upload_time) VALUES (?, ?, ?)",
-                       (f.package, f.version, f.upload_time.isoformat() if f.upload_time else None))
+            db.execute("INSERT OR IGNORE INTO releases (package, version, upload_time, yanked) VALUES (?, ?, ?, ?)",
+                       (f.package, f.version, f.upload_time.isoformat() if f.upload_time else None, int(f.yanked)))
             release_id = db.execute("SELECT id FROM releases WHERE package=? AND version=?",
                                     (f.package, f.version)).fetchone()[0]
             old = db.execute("SELECT id FROM wheels WHERE release_id=? AND filename=?",
@@ -198,7 +200,7 @@ class SQLiteSurveyStore:
 
     def wheels(self, status: str | None = "ok") -> list[WheelRow]:
         sql = ("SELECT w.id, r.package, r.version, w.filename, w.status, w.error, r.upload_time, w.size, "
-               "w.download_seconds, w.bytes_fetched, w.audit_seconds, w.worker FROM wheels w "
+               "w.download_seconds, w.bytes_fetched, w.audit_seconds, w.worker, r.yanked = 1 FROM wheels w "
                "JOIN releases r ON r.id = w.release_id")
         rows = self.db.execute(sql + (" WHERE w.status=?" if status else ""), (status,) if status else ()).fetchall()
         return [WheelRow(*r) for r in rows]
