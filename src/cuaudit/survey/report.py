@@ -187,7 +187,7 @@ def _regressions(store, old: WheelRow, new: WheelRow, arts, imported, requiremen
     provided = set(old_side.index.modules)
     consumers = [a for a in arts.values() if a.row.package != new.package and (imported[a.row.id] - provides(a)) & provided]
     diff = diff_findings(old_side, new_side, consumers, lambda side, art: _facts_of)
-    # Cython >= 3.2 modules whose table the reader does not recover (has __pyx_capi__, no entry read):
+    # Modules whose table the reader does not recover (a __pyx_capi__, no entry read; Cython 3.2 blobs):
     # every function would look removed.  Not compared, and the report says so.
     unread = {p.module for provs in new_side.index.modules.values() for p in provs
               if p.facts is not None and p.facts.has_capi and not p.facts.exports and not p.facts.reexport_candidates}
@@ -220,7 +220,7 @@ def _regressions(store, old: WheelRow, new: WheelRow, arts, imported, requiremen
         reg("capi-lost", "compiled consumers break", (), broken)
     if unread:
         report_notes.append(f"{new.package} {new.version}: the C-API of {len(unread)} module(s) was not read "
-                            f"(Cython >= 3.2 tables), not compared: {', '.join(sorted(unread)[:4])}"
+                            f"(it has a __pyx_capi__ and the reader recovered no entry), not compared: {', '.join(sorted(unread)[:4])}"
                             f"{' ...' if len(unread) > 4 else ''}")
 
     # findings: new errors, new unused or missing libraries
