@@ -21,7 +21,6 @@ the package and the key.
 from __future__ import annotations
 
 import datetime as _dt
-import tomllib
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -86,14 +85,9 @@ class SurveySpec:
 
 
 def load_spec(path: str) -> SurveySpec:
-    try:
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: {exc.strerror or exc}") from None
-    return parse_spec(data, source=path)
+    from cuaudit.config import load_toml
+
+    return parse_spec(load_toml(path), source=path)
 
 
 def parse_spec(data: Mapping[str, Any], *, source: str = "<spec>") -> SurveySpec:
