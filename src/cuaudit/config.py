@@ -288,14 +288,19 @@ def find_pyproject(start: str) -> str | None:
         d = parent
 
 
-def load_pyproject(path: str) -> Mapping[str, Any]:
+def load_toml(path: str) -> Mapping[str, Any]:
+    """A TOML file of the user's (configuration, survey spec); any problem is a ConfigError naming it."""
     try:
         with open(path, "rb") as fh:
-            data = tomllib.load(fh)
+            return tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     except OSError as exc:
         raise ConfigError(f"{path}: {exc.strerror or exc}") from None
+
+
+def load_pyproject(path: str) -> Mapping[str, Any]:
+    data = load_toml(path)
     table = data.get("tool", {}).get("cuaudit", {})
     if not isinstance(table, Mapping):
         raise ConfigError(f"{path}: [tool.cuaudit] must be a table")
