@@ -316,7 +316,7 @@ def capi(case: Case) -> Explanation:
         f = found[0]
         consumers = sorted({x.location.artifact.name for x in found})
         why = [f"{', '.join(consumers)} {'was' if len(consumers) == 1 else 'were'} compiled against another {pdesc.split()[0]}: "
-               f"{_plural(len(found), 'module')} fail at import, e.g. {f.message}"]
+               f"{_plural(len(found), 'module')} {'fails' if len(found) == 1 else 'fail'} at import, e.g. {f.message}"]
         user = [_fix(f)]
         maintainer = [f"{pdesc.split()[0]}: keep the old module re-exporting the C-API "
                       f"(`__pyx_capi__ = <new module>.__pyx_capi__`) for a deprecation period",
@@ -493,8 +493,11 @@ def no_kernel_image(case: Case) -> Explanation:
     elif case.report is not None:
         why.append(f"every audited module has device code for {arch}: the failing kernel comes from elsewhere "
                    "(JIT-compiled code, another package, or a library loaded from the system)")
+    summary = (f"A kernel has no code for this GPU ({arch}): neither SASS for {arch} nor PTX to compile."
+               if missing or not ptx_only else
+               f"Only PTX covers this GPU ({arch}), and the driver could not compile it.")
     return case.explanation(
-        f"No module was compiled for this GPU ({arch}): the kernel has neither SASS for {arch} nor PTX to compile.",
+        summary,
         why=why, user=user, maintainer=maintainer, findings=(missing or ptx_only)[:2], codes=("CU601",),
         next=() if missing or ptx_only else (f"cuaudit archs{case.py_flag} --env  (the architectures each module covers)",),
     )
