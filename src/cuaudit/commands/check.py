@@ -29,12 +29,16 @@ def configure_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--python", metavar="PYTHON",
                    help="also audit the installed distributions of this interpreter's environment; their versions "
                    "decide version-dependent severities (e.g. CU401: CuPy and NumPy versions). Nothing is imported")
+    p.add_argument("-r", "--requirement", dest="requirements", action="append", default=[], metavar="FILE",
+                   help="audit the exact pins of a requirements file or a pylock.toml together, before installing: "
+                   "each NAME==VERSION is fetched from the index (wheels, never built); unpinned lines are skipped")
     add_audit_options(p)
     p.set_defaults(func=execute)
 
 
 def execute(args: argparse.Namespace) -> int:
     from cuaudit.engine import audit
+    from cuaudit.inputs.requirements import read_pinned
 
     config = config_from_args(args)
     if getattr(args, "with_", None):
@@ -45,13 +49,17 @@ def execute(args: argparse.Namespace) -> int:
         linkage["with"] = list(linkage.get("with", ())) + list(args.with_)
         options["linkage"] = linkage
         config = dataclasses.replace(config, options=options)
-    paths = list(args.paths or ["."])
+    paths = list(args.paths or ([] if args.requirements else ["."]))
+    pinned = [read_pinned(r) for r in args.requirements]
+    paths += [spec for ps in pinned for _line, spec in ps.pins]
     scripts = [p for p in paths if p.endswith(".py") and os.path.isfile(p)]
     resolved = resolve_script_imports(scripts) if scripts and not args.python else None
     report = audit(paths + (resolved.evidence if resolved else []), env=args.python or None, config=config,
                    progress=make_progress(args), command="check")
     if resolved is not None:
         resolved.finish(report)
+    for ps in pinned:
+        report.skipped += ps.skipped
     if args.fix or args.diff:
         from cuaudit.repair.source import apply_fixes
 
