@@ -69,6 +69,9 @@ def execute(args: argparse.Namespace) -> int:
         answer = explain(text, python=args.python, paths=args.artifacts, config=config, target_archs=archs)
     except InterpreterError as exc:
         raise ConfigError(str(exc)) from None
+    from cuaudit.commands.cache import enforce_cap
+
+    enforce_cap(config)
     if args.format == "json":
         import json
 
