@@ -88,6 +88,17 @@ def compile_so(directory: Path, name: str, source: str, *, libs: list[str] = (),
     return out
 
 
+def make_venv(base: Path, wheels: list[Path]) -> Path:
+    """A venv at ``base`` with ``wheels`` installed (``pip --no-deps --no-index``): its ``python``."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(base)], check=True, capture_output=True)
+    py = base / "bin" / "python"
+    proc = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps",
+                           "--no-index", *map(str, wheels)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"could not install into a venv: {proc.stderr[-300:]}")
+    return py
+
+
 @pytest.fixture
 def wheel_factory(tmp_path: Path):
     def factory(name: str = "demo", version: str = "1.0", files: dict | None = None, **kw) -> Path:

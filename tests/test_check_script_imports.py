@@ -4,13 +4,12 @@ and cross-package checks say when a provider was not among the audited artifacts
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import corpus_file, make_wheel
+from conftest import corpus_file, make_venv, make_wheel
 
 
 @pytest.fixture(scope="module")
@@ -21,13 +20,7 @@ def trap_python(tmp_path_factory) -> Path:
         "trappkg/comm/__init__.py": "",
         "trappkg/comm/nccl.py": "def init():\n    return 1\n",
     })
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(base / "venv")], check=True, capture_output=True)
-    py = base / "venv" / "bin" / "python"
-    proc = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", "--no-index",
-                           str(wheel)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.skip(proc.stderr[-300:])
-    return py
+    return make_venv(base / "venv", [wheel])
 
 
 def test_script_imports_resolve_against_the_current_interpreter(cli, trap_python, tmp_path, monkeypatch):

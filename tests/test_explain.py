@@ -8,26 +8,18 @@ as users paste them; then the real corpus wheels.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from conftest import compile_so, corpus_file, make_wheel
+from conftest import compile_so, corpus_file, make_venv, make_wheel
 from cuaudit.explain.patterns import PATTERNS, recognise
 from cuaudit.explain.traceback import parse
 
 
-def venv(base: Path, wheels: list[Path]) -> Path:
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(base)], check=True, capture_output=True)
-    py = base / "bin" / "python"
-    proc = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps",
-                           "--no-index", *map(str, wheels)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"could not install into a venv: {proc.stderr[-300:]}")
-    return py
+venv = make_venv
 
 
 def explain_json(cli, *args) -> tuple[int, dict]:
