@@ -7,17 +7,12 @@ the object still exists, with an empty table, so extractors need no special case
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from cuaudit.compat import tomllib
 from cuaudit.formats import FormatError
 from cuaudit.model import InputError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 in CI
-    import tomli as tomllib
 
 MAX_TOML_BYTES = 4 * 1024 * 1024
 _POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
