@@ -91,3 +91,15 @@ def test_requirements_with_a_broken_capi_pair(corpus, cli, tmp_path):
     doc = json.loads(out)
     assert rc == 1 and [f["code"] for f in doc["findings"]] == ["CU301"]
     assert doc["findings"][0]["location"]["member"].startswith("rmm/pylibrmm/device_buffer")
+
+
+def test_skipped_requirements_validate_against_the_report_schema(cli, tmp_path):
+    import jsonschema
+
+    from conftest import REPO
+
+    req = tmp_path / "requirements.txt"
+    req.write_text("torch>=2\n")
+    _rc, out, _ = cli("check", "-r", req, "--format", "json", "--isolated")
+    schema = json.loads((REPO / "docs" / "schema" / "report-v1.json").read_text())
+    jsonschema.validate(json.loads(out), schema)

@@ -130,7 +130,7 @@ def resolve_script_imports(scripts: list[str]) -> ScriptImports:
                     Location(art.ref, art.members[0].path, line=imp.line),
                     f"import {root}: not installed in {installed.python}; code using it was not checked against it "
                     "(imports are resolved against this interpreter's environment: give --python for another)",
-                    "unresolved-import",
+                    "",
                 ))
             for dist in owners:
                 wanted.setdefault(dist.ref.name, dist)

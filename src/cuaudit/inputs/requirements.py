@@ -29,8 +29,7 @@ class PinnedSet:
         return ArtifactRef(ArtifactKind.FILE, os.path.abspath(self.source))
 
     def skip(self, line: int | None, reason: str) -> None:
-        self.skipped.append(Skipped(Location(self.ref, os.path.basename(self.source), line=line), reason,
-                                    "unpinned-requirement"))
+        self.skipped.append(Skipped(Location(self.ref, os.path.basename(self.source), line=line), reason))
 
 
 def read_pinned(path: str) -> PinnedSet:

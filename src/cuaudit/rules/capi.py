@@ -88,7 +88,7 @@ def _note_absent_providers(ctx, index: CapiIndex) -> None:
                 f"not check {ref.name or 'this artifact'}'s Cython imports from it; name the provider too, e.g. "
                 f"`cuaudit check {name} {provider}`, or audit the environment (`--python`)"
                 + (f"; declared: {', '.join(declared[1])}" if declared else ""),
-                "provider-not-audited",
+                "CU301",  # the rule that could not judge these imports
             )
 
 
