@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import compile_so, corpus_file, corpus_venv
+from conftest import compile_so, corpus_file, make_venv
 
 from cuaudit.facts import InputError
 from cuaudit.facts.cython import CExport, CImport, TypeDef, TypeImport, read_module
@@ -304,8 +304,7 @@ def test_diff_identical_releases_is_clean(cython_fixture, cli):
 # -- the real corpus -------------------------------------------------------------------------------
 
 
-def _venv(root: Path, wheels: list[Path]) -> Path:
-    return corpus_venv(root, wheels)
+_venv = make_venv
 
 
 @pytest.mark.corpus
@@ -580,41 +579,3 @@ def test_a_cython_sibling_without_capi_in_the_same_distribution_gets_no_verdict(
     other, _ = _index_of({"demo/ccalendar.so": prov})
     index.modules["demo.ccalendar"] = other.modules["demo.ccalendar"]
     assert [p.kind for p in import_problems(consumer, index)] == ["no-capi"]
-
-
-def test_unsupported_machine_is_cu009_even_when_cu301_is_ignored(cython_fixture, tmp_path):
-    """CU009 comes from the cython-capi extractor (the framework reports it), not from inside CU301."""
-    from cuaudit import config
-    from cuaudit.engine import audit
-
-    tree = tmp_path / "env"
-    shutil.copytree(cython_fixture["env_v1"], tree)
-    cons = tree / "pkgcons" / f"cons{SO}"
-    data = bytearray(cons.read_bytes())
-    struct.pack_into("<H", data, 18, 183)  # EM_AARCH64
-    cons.write_bytes(bytes(data))
-    for ignore in ([], ["CU301"]):
-        cfg = config.load(isolated=True, overrides={"select": ["CU0", "CU3"], "ignore": ignore, "cache": False})
-        found = [(f.code, f.location.member) for f in audit([str(tree)], config=cfg).findings]
-        assert ("CU009", f"pkgcons/cons{SO}") in found, (ignore, found)
-
-
-def test_a_module_read_in_part_is_cu009_whatever_cu3_rule_is_ignored(cython_fixture, monkeypatch):
-    import dataclasses
-
-    from cuaudit import config
-    from cuaudit.engine import audit
-    from cuaudit.facts import cython
-
-    real = cython.read_image
-
-    def in_part(elf):
-        module = real(elf)
-        return dataclasses.replace(module, unresolved=("signature of x.y not recovered",)) if module.is_cython else module
-
-    monkeypatch.setattr(cython, "read_image", in_part)
-    for ignore in ([], ["CU301"]):
-        cfg = config.load(isolated=True, overrides={"select": ["CU0", "CU3"], "ignore": ignore, "cache": False,
-                                                     "jobs": 1})
-        found = [f for f in audit([str(cython_fixture["env_v1"])], config=cfg).findings if f.code == "CU009"]
-        assert found and all("read only in part" in f.message and "x.y" in f.message for f in found), ignore

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import corpus_file, corpus_venv
+from conftest import corpus_file, make_venv
 
 from cuaudit import audit
 from cuaudit.config import Config
@@ -31,7 +31,7 @@ def f(mu, dt, delta_phi):
 
 
 def _venv(root: Path, wheels: list[Path]) -> Path:
-    return corpus_venv(root, wheels)
+    return make_venv(root, wheels)
 
 
 @pytest.fixture(scope="session")
