@@ -273,6 +273,7 @@ class FusedPythonScalar(_SourceRule):
     """
 
     code = "CU401"
+    references = ("https://github.com/cupy/cupy/issues/8536", "https://numpy.org/neps/nep-0050-scalar-promotion.html")
     name = "fuse-python-scalar"
     summary = "A Python scalar operand in a cupy.fuse kernel (TypeError inside CuPy 13.0-13.4.0 with NumPy 2)"
     severity = Severity.WARNING
