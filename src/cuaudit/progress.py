@@ -78,17 +78,6 @@ def _tail(path: str, width: int) -> str:
     return path if len(path) <= width else "…" + path[-(width - 1):]
 
 
-def _folder_bytes(folder: str) -> int:
-    total = 0
-    for root, _dirs, files in os.walk(folder):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_size
-            except OSError:  # pip renamed or removed it meanwhile
-                pass
-    return total
-
-
 def run_watched(cmd: Sequence[str], *, cwd: str, progress: Any, label: str, timeout: float,
                 **kwargs: Any) -> subprocess.CompletedProcess:
     """``subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)``, showing the bytes written under ``cwd``.
@@ -97,6 +86,8 @@ def run_watched(cmd: Sequence[str], *, cwd: str, progress: Any, label: str, time
     ``TMPDIR`` = ``cwd`` (a scratch folder of the caller) and the folder's
     size is the download so far.
     """
+    from cuaudit.store import tree_size
+
     env = {**os.environ, "TMPDIR": cwd}
     kwargs.pop("capture_output", None)
     proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
@@ -113,7 +104,7 @@ def run_watched(cmd: Sequence[str], *, cwd: str, progress: Any, label: str, time
                     proc.kill()
                     proc.communicate()
                     raise subprocess.TimeoutExpired(cmd, timeout) from None
-                now = _folder_bytes(cwd)
+                now = tree_size(cwd)
                 if now > seen:
                     progress.advance(now - seen)
                     seen = now
