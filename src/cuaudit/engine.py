@@ -37,7 +37,7 @@ from cuaudit.probe import Prober
 from cuaudit.store import FactStore, default_cache_dir
 
 # Re-exported: these lived here before the finishing step and the rule context had modules of their own.
-__all__ = ["audit", "gather", "Report", "RuleContext", "ProbeRecord", "Extraction", "Gathered"]
+__all__ = ["audit", "gather", "audit_stats", "Report", "RuleContext", "ProbeRecord", "Extraction", "Gathered", "EvidenceInputs"]
 
 #: Extraction is spread over processes once there is at least this much to do.
 PARALLEL_MIN_TASKS = 24
@@ -521,19 +521,25 @@ def audit(
         rules=[c.code for c in selected],
         environment=environment,
         probes=probes,
-        stats={
-            "artifacts": len(artifacts),
-            "members": sum(len(a.members) for a in artifacts),
-            "facts_extracted": extraction.extracted,
-            "facts_cached": extraction.cached,
-            "evidence_facts_extracted": extraction.evidence_extracted,
-            "evidence_facts_cached": extraction.evidence_cached,
-            "seconds": round(time.perf_counter() - started, 3),
-        },
+        stats=audit_stats(gathered, started),
         suppressed=suppressed,
         baselined=baselined,
         command=command,
     )
+
+
+def audit_stats(gathered: Gathered, started: float) -> dict[str, Any]:
+    """The figures every report gives (check, env and diff count alike)."""
+    artifacts, extraction = gathered.artifacts, gathered.extraction
+    return {
+        "artifacts": len(artifacts),
+        "members": sum(len(a.members) for a in artifacts),
+        "facts_extracted": extraction.extracted,
+        "facts_cached": extraction.cached,
+        "evidence_facts_extracted": extraction.evidence_extracted,
+        "evidence_facts_cached": extraction.evidence_cached,
+        "seconds": round(time.perf_counter() - started, 3),
+    }
 
 
 class EvidenceInputs:

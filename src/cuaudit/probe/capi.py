@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass, field
 
 from cuaudit.model import ProbeRecord
-from cuaudit.probe import run_command
+from cuaudit.probe.command import run_command
 
 _CHILD = r'''
 import ctypes, importlib.util, json, os, sys, types

@@ -8,7 +8,7 @@ import subprocess
 import time
 
 from cuaudit.model import ProbeRecord
-from cuaudit.probe import run_command
+from cuaudit.probe.command import run_command
 
 COMMAND = ("--query-gpu=compute_cap", "--format=csv,noheader")
 

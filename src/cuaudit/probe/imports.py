@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 from cuaudit.model import ArtifactKind, ProbeRecord
-from cuaudit.probe import run_command
+from cuaudit.probe.command import run_command
 
 # Only built-in modules here: anything else would pre-import what we test.
 _SCRIPT = r"""

@@ -300,7 +300,7 @@ class ImportLoadsGpuLibraries(LinkageRule):
 
     ## Fix safety
     No automatic fix.  Modules imported from compiled (Cython) code are not
-    seen statically; `--probe` confirms by importing in a subprocess.
+    seen statically; `--probe` confirms by importing it in a child interpreter.
     """
 
     code = "CU202"
