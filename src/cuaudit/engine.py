@@ -490,9 +490,9 @@ def audit(
     gathered = gather(paths, env=env, config=config, extractors=extractors_for(selected), progress=progress)
     artifacts, environment, extraction = gathered.artifacts, gathered.environment, gathered.extraction
     probes: list[ProbeRecord] = []
-    evidence = EvidenceInputs(config, environment, extraction)
+    evidence_inputs = EvidenceInputs(config, environment, extraction)
     ctx = RuleContext(config, artifacts, extraction.facts, environment, probes,
-                      evidence=evidence, probe=Prober(config, probes))
+                      evidence=evidence_inputs, probe=Prober(config, probes))
     findings: list[Finding] = list(gathered.problems)
     for rule in runnable:
         try:
@@ -516,7 +516,7 @@ def audit(
         findings=findings,
         skipped=sorted(skipped, key=lambda s: (s.location.artifact.path, s.location.member or "")),
         artifacts=[a.ref for a in artifacts],
-        evidence=evidence.refs(),
+        evidence=evidence_inputs.refs(),
         config=config,
         rules=[c.code for c in selected],
         environment=environment,
