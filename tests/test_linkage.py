@@ -371,32 +371,18 @@ class C:
 '''
 
 
-def test_import_scan_matches_the_syntax_tree():
+def test_module_imports_are_the_import_time_statements_of_the_shared_parse():
     from cuaudit.facts import module_imports as mi
+    from cuaudit.formats.python import parse_python_text
 
-    hits = mi._import_hits(SCAN_SOURCE)
-    fast = mi._scan_imports(SCAN_SOURCE, hits)
-    assert fast is not None
-    got = {(i.module, i.level, i.names, i.guarded) for i in fast}
+    got = {(i.module, i.level, i.names, i.guarded) for i in mi.module_imports(parse_python_text(SCAN_SOURCE)).imports}
     assert got == {
         ("a.b", 0, (), False), ("c", 0, (), False), ("", 1, ("sibling",), False), ("parent", 2, ("x", "y"), False),
         ("optional_dep", 0, (), True), ("pkg", 0, ("_core",), False), ("in_with", 0, (), False),
     }
-    # the ast walk (the reference, used when the scan is unsure) agrees
-    orig = mi._scan_imports
-    try:
-        mi._scan_imports = lambda *a: None
-
-        class Reader:
-            path = "m.py"
-
-            def text(self):
-                return SCAN_SOURCE
-
-        slow = mi.ModuleImportsExtractor().extract(Reader())
-    finally:
-        mi._scan_imports = orig
-    assert {(i.module, i.level, i.names, i.guarded) for i in slow.imports} == got
+    # a module that does not parse imports nothing here, as for every other extractor
+    # (the text scan this replaced found `import os` in it)
+    assert mi.module_imports(parse_python_text("import os\ndef (:\n")).imports == ()
 
 
 def test_allow_listed_shim_file_keeps_its_entries(built, tmp_path):

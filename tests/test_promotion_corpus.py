@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import corpus_file
+from conftest import corpus_file, corpus_venv
 
 from cuaudit import audit
 from cuaudit.config import Config
@@ -31,16 +31,7 @@ def f(mu, dt, delta_phi):
 
 
 def _venv(root: Path, wheels: list[Path]) -> Path:
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
-    python = root / "bin" / "python"
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index",
-         *map(str, wheels)],
-        capture_output=True, text=True,
-    )
-    if proc.returncode != 0:
-        pytest.skip(f"could not install the corpus wheels into a venv: {proc.stderr[-300:]}")
-    return python
+    return corpus_venv(root, wheels)
 
 
 @pytest.fixture(scope="session")

@@ -485,6 +485,7 @@ def audit(
     """
     started = time.perf_counter()
     config = config or Config()
+    rules_registry.validate_config(config)
     selected = [cls for cls in rules_registry.select(config.selected, config.ignored)]
     runnable = [cls() for cls in selected if not cls.emitted_by_engine]
     gathered = gather(paths, env=env, config=config, extractors=extractors_for(selected), progress=progress)

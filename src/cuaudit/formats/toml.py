@@ -7,17 +7,12 @@ the object still exists, with an empty table, so extractors need no special case
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from cuaudit.compat import tomllib
 from cuaudit.formats import FormatError
 from cuaudit.model import InputError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 in CI
-    import tomli as tomllib
 
 MAX_TOML_BYTES = 4 * 1024 * 1024
 _POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
@@ -28,6 +23,8 @@ class TomlDocument:
     path: str
     table: Mapping[str, Any] = field(default_factory=dict)
     error: FormatError | None = None
+    #: the decoded text (positions of values: tomllib keeps none)
+    text: str = field(default="", repr=False)
 
 
 def loads(text: str) -> dict[str, Any]:
@@ -43,8 +40,8 @@ def parse_toml(data: bytes, path: str) -> TomlDocument:
     except UnicodeDecodeError as exc:
         raise InputError("CU006", f"{path}: not valid UTF-8 text ({exc})") from None
     try:
-        return TomlDocument(path, tomllib.loads(text))
+        return TomlDocument(path, tomllib.loads(text), None, text)
     except (tomllib.TOMLDecodeError, RecursionError, ValueError) as exc:
         m = _POSITION.search(str(exc))
         line, col = (int(m.group(1)), int(m.group(2))) if m else (None, None)
-        return TomlDocument(path, {}, FormatError("CU007", f"{path}: not valid TOML: {exc}", line, col))
+        return TomlDocument(path, {}, FormatError("CU007", f"{path}: not valid TOML: {exc}", line, col), text)
