@@ -7,7 +7,7 @@ reach itself through imports (an import circle).  Function-local imports
 count like top-level ones: they are still arrows of the design.  Imports
 under ``if TYPE_CHECKING:`` are exempt (annotations only, never executed).
 
-Modules outside the named stages have a place too: ``discovery`` and
+Modules outside the named stages have a place too: ``compat``, ``discovery`` and
 ``store`` are utilities with no cuaudit dependency (bottom); ``baseline`` is
 part of the finishing step; ``probe`` sits beside the engine (the engine owns
 it); ``trace`` and ``repair`` beside ``report`` (commands use them).  The
@@ -28,7 +28,7 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "cuaudit"
 STAGES = ["model", "config", "inputs", "formats", "facts", "analysis", "context", "rules", "finish", "engine",
           "report", "commands", "cli"]
 PLACE = {name: float(i) for i, name in enumerate(STAGES)}
-PLACE.update({"discovery": -1, "store": -1, "data": -1, "baseline": PLACE["finish"], "probe": PLACE["engine"],
+PLACE.update({"compat": -1, "discovery": -1, "store": -1, "data": -1, "baseline": PLACE["finish"], "probe": PLACE["engine"],
               "trace": PLACE["report"], "repair": PLACE["report"], "__main__": PLACE["cli"]})
 
 
