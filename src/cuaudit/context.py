@@ -98,3 +98,7 @@ class RuleContext:
         if self._probe is None or not self.config.probe:
             return None
         return self._probe(kind, **request)
+
+    def record_probe(self, record: ProbeRecord) -> None:
+        """Record a run by hand (a rule defined in a test; the engine's prober records its own)."""
+        self.probes.append(record)
