@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import compile_so, corpus_file, corpus_venv
+from conftest import compile_so, corpus_file, make_venv
 
 from cuaudit.facts import InputError
 from cuaudit.facts.cython import CExport, CImport, TypeDef, TypeImport, read_module
@@ -304,8 +304,7 @@ def test_diff_identical_releases_is_clean(cython_fixture, cli):
 # -- the real corpus -------------------------------------------------------------------------------
 
 
-def _venv(root: Path, wheels: list[Path]) -> Path:
-    return corpus_venv(root, wheels)
+_venv = make_venv
 
 
 @pytest.mark.corpus

@@ -64,6 +64,31 @@ def kind(a) -> str:
     return f"python {type(a).__name__}"
 
 
+def old_fusion_error(fn, args):
+    """What CuPy's first fusion implementation raises for these arguments, if anything.
+
+    ``Fusion.__call__`` catches any exception of the first implementation and falls
+    back to the second (``new_fusion``) without a word: the TypeError of
+    cupy/cupy#8536 can be raised and swallowed.  This calls the first one directly.
+    """
+    from cupy._core import fusion as F
+
+    tl = getattr(F, "_thread_local", None)
+    if tl is None or not hasattr(F, "_FusionHistory"):
+        return {"old_fusion": "not reachable"}
+    history = F._FusionHistory()
+    tl.history, tl.is_old_fusing = history, True
+    try:
+        history.get_fusion(fn, args, fn.__name__)
+        return {"old_fusion": "ok"}
+    except Exception as exc:  # noqa: BLE001
+        frames = traceback.extract_tb(exc.__traceback__)
+        return {"old_fusion": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}",
+                "old_fusion_frames": [f"{f.filename.rsplit('/', 1)[-1]}:{f.lineno}:{f.name}" for f in frames[-4:]]}
+    finally:
+        tl.history, tl.is_old_fusing = None, False
+
+
 def call(fused, args):
     try:
         out = fused(*args)
@@ -103,7 +128,7 @@ def main() -> None:
     for name, fn, args in variants:
         fused = cp.fuse()(fn)
         row = {"variant": name, "args": [kind(a) for a in args], **call(fused, args), "numpy_host_dtype": host(fn, args),
-               "new_fusion": getattr(fused, "new_fusion", None) is not None}
+               "new_fusion": getattr(fused, "new_fusion", None) is not None, **old_fusion_error(fn, args)}
         print(json.dumps(row), flush=True)
     # kernel-cache state: one fused function, two calls with different argument kinds
     for first, second in [((x, cp.asarray(5.0, dtype=cp.float32)), (x, 5.0)), ((x, 5.0), (x, cp.asarray(5.0, dtype=cp.float32)))]:

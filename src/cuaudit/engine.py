@@ -12,7 +12,7 @@ import zipfile
 import zlib
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 from cuaudit import facts as facts_registry
 from cuaudit import rules as rules_registry
@@ -35,6 +35,9 @@ from cuaudit.model import (
 )
 from cuaudit.probe import Prober
 from cuaudit.store import FactStore, default_cache_dir
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cuaudit.inputs.environment import Environment
 
 # Re-exported: these lived here before the finishing step and the rule context had modules of their own.
 __all__ = ["audit", "gather", "audit_stats", "Report", "RuleContext", "ProbeRecord", "Extraction", "Gathered", "EvidenceInputs"]
@@ -107,7 +110,10 @@ SHARED_READ_MAX = 64 * 1024**2
 
 
 def _shared_bytes(artifact: Artifact, member: Member, names: tuple[str, ...]) -> bytes | None:
-    if len(names) < 2 or member.size > SHARED_READ_MAX or artifact.fs_path(member.path) is not None:
+    if member.size > SHARED_READ_MAX or artifact.fs_path(member.path) is not None:
+        return None
+    # ELF passes that read a prefix or stream once through the shared image do not count
+    if sum(facts_registry.get(n).reads_whole(member) for n in names) < 2:
         return None
     try:
         with artifact.open_member(member.path) as fh:
@@ -423,18 +429,18 @@ class Gathered:
 def gather(
     paths: Iterable[str | os.PathLike | Artifact] = (),
     *,
-    env: str | bool | None = None,
+    env: "str | bool | Environment | None" = None,
     config: Config,
     extractors: Iterable[str],
     progress: Progress | None = None,
 ) -> Gathered:
     """Resolve inputs (and an environment), list them, and extract the named facts.
 
-    ``env``: ``True`` for the current interpreter's environment, or the path of another
-    ``python``.  Probe extractors run only with ``config.probe``.
+    ``env``: ``True`` for the current interpreter's environment, the path of another
+    ``python``, or an :class:`~cuaudit.inputs.environment.Environment` already loaded.  Probe extractors run only with ``config.probe``.
     """
     from cuaudit.inputs import resolve
-    from cuaudit.inputs.environment import InterpreterError, load_environment
+    from cuaudit.inputs.environment import Environment, InterpreterError, load_environment
 
     paths = list(paths)
     specs = [os.fspath(p) for p in paths if isinstance(p, (str, os.PathLike))]
@@ -445,7 +451,8 @@ def gather(
     if env:
         python = env if isinstance(env, str) else None
         try:
-            loaded = load_environment(python)
+            # an Environment already loaded (and narrowed to some distributions: `explain`)
+            loaded = env if isinstance(env, Environment) else load_environment(python)
             environment = loaded.info
             artifacts += loaded.distributions
         except InterpreterError as exc:
@@ -471,7 +478,7 @@ def gather(
 def audit(
     paths: Iterable[str | Artifact] = (),
     *,
-    env: str | bool | None = None,
+    env: "str | bool | Environment | None" = None,
     config: Config | None = None,
     progress: Progress | None = None,
     command: str = "check",

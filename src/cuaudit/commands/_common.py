@@ -130,6 +130,9 @@ def emit(report: Any, args: argparse.Namespace) -> int:
             raise ConfigError(f"cannot write the baseline to {args.write_baseline}: {exc.strerror or exc}") from None
         print(f"cuaudit: wrote {n} findings to baseline {args.write_baseline}", file=sys.stderr)
         return 0
+    from cuaudit.commands.cache import enforce_cap
+
+    enforce_cap(report.config)
     # Reports state the exit status (SARIF invocation.exitCode, JSON summary.exit_code).
     report.exit_zero = bool(args.exit_zero)
     stream = sys.stdout

@@ -209,6 +209,8 @@ class SubmoduleNotBound(Rule):
     """
 
     code = "CU101"
+    options = ("allow.submodule-traps",)
+    references = ("https://docs.python.org/3/reference/import.html#submodules",)
     name = "submodule-not-bound"
     summary = "A public submodule is not an attribute of its package after importing the package"
     # Info by default: most packages leave some submodules to be imported explicitly, and a
@@ -282,6 +284,8 @@ class GetattrMissesSubmodule(Rule):
     """
 
     code = "CU102"
+    options = ("allow.submodule-traps",)
+    references = ("https://docs.python.org/3/reference/import.html#submodules",)
     name = "getattr-misses-submodule"
     summary = "A module `__getattr__` raises AttributeError for an importable submodule"
     severity = Severity.WARNING

@@ -189,6 +189,7 @@ class LinkageRule(Rule):
     """Base of the CU2xx rules (defines no code: not registered)."""
 
     needs = ("elf",)
+    options = ("linkage.with",)
 
 
 def _short(items: list[str], n: int = 5) -> str:
@@ -243,6 +244,8 @@ class UnusedNeededLibrary(LinkageRule):
     """
 
     code = "CU201"
+    options = ("linkage.with", "allow.preload-libraries")
+    references = ("https://sourceware.org/binutils/docs/ld/Options.html",)
     name = "unused-needed-library"
     summary = "A DT_NEEDED library supplies none of the file's symbols (over-linking)"
     severity = Severity.ERROR
