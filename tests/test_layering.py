@@ -10,7 +10,8 @@ under ``if TYPE_CHECKING:`` are exempt (annotations only, never executed).
 Modules outside the named stages have a place too: ``compat``, ``discovery`` and
 ``store`` are utilities with no cuaudit dependency (bottom); ``baseline`` is
 part of the finishing step; ``probe`` sits beside the engine (the engine owns
-it); ``trace`` and ``repair`` beside ``report`` (commands use them).  The
+it); ``trace``, ``repair``, ``explain`` and ``survey`` beside ``report`` (commands
+use them).  The
 package root ``cuaudit/__init__.py`` is the library facade: everyone may read
 ``cuaudit.__version__`` from it, and its own lazy import of the engine is the
 public ``cuaudit.audit``; it is left out of both checks.
@@ -29,7 +30,8 @@ STAGES = ["model", "config", "inputs", "formats", "facts", "analysis", "context"
           "report", "commands", "cli"]
 PLACE = {name: float(i) for i, name in enumerate(STAGES)}
 PLACE.update({"compat": -1, "discovery": -1, "store": -1, "data": -1, "baseline": PLACE["finish"], "probe": PLACE["engine"],
-              "trace": PLACE["report"], "repair": PLACE["report"], "__main__": PLACE["cli"]})
+              "trace": PLACE["report"], "repair": PLACE["report"], "explain": PLACE["report"], "survey": PLACE["report"],
+              "__main__": PLACE["cli"]})
 
 
 def _modules() -> dict[str, Path]:
