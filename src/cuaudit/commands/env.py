@@ -75,8 +75,9 @@ def _dependencies(report: "Report", roots: set[str], installed: set[str]) -> set
     """The installed distributions that ``roots`` require, transitively (read from their METADATA)."""
     from importlib import metadata
 
-    from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
+
+    from cuaudit.requirement import parse_requirement
 
     if report.environment is None:
         return set()
@@ -86,14 +87,10 @@ def _dependencies(report: "Report", roots: set[str], installed: set[str]) -> set
         requires.setdefault(name, list(dist.requires or ()))
     seen, todo = set(roots), list(roots)
     while todo:
-        for line in requires.get(todo.pop(), ()):
-            try:
-                req = Requirement(line)
-            except InvalidRequirement:
+        for req in filter(None, map(parse_requirement, requires.get(todo.pop(), ()))):
+            if req.optional:
                 continue
-            if req.marker is not None and "extra" in str(req.marker):
-                continue
-            name = canonicalize_name(req.name)
+            name = req.name
             if name in installed and name not in seen:
                 seen.add(name)
                 todo.append(name)

@@ -50,18 +50,14 @@ def _problems(ctx) -> list[ImportProblem]:
 
 def _declared_like(ctx, consumer: Provider, top: str) -> tuple[str, list[str]] | None:
     """The consumer's requirement whose name starts like the provider's package (cuda -> cuda-python)."""
-    from packaging.requirements import InvalidRequirement, Requirement
+    from cuaudit.requirement import parse_requirement
 
     for m in consumer.artifact.members:
         if m.path.endswith(".dist-info/METADATA") or m.path == "PKG-INFO":
             texts = getattr(ctx.fact("metadata", consumer.artifact, m.path), "requires_dist", ()) or ()
-            for text in texts:
-                try:
-                    req = Requirement(text)
-                except InvalidRequirement:
-                    continue
-                if req.name.lower().replace("_", "-").startswith(top.lower()):
-                    return req.name, [t for t in texts if t.lower().startswith(req.name.lower())]
+            for req in filter(None, map(parse_requirement, texts)):
+                if req.name.startswith(top.lower().replace("_", "-")):
+                    return req.name, [t for t in texts if t.lower().replace("_", "-").startswith(req.name)]
     return None
 
 
@@ -131,20 +127,18 @@ def _requirement(ctx, consumer: Provider, provider: Provider | None) -> str:
     """The consumer's own declared requirement on the provider's distribution, if any."""
     if provider is None or not provider.ref.name:
         return ""
-    from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
+
+    from cuaudit.requirement import parse_requirement
 
     want = canonicalize_name(provider.ref.name)
     for m in consumer.artifact.members:
         if m.path.endswith(".dist-info/METADATA") or m.path == "PKG-INFO":
             meta = ctx.fact("metadata", consumer.artifact, m.path)
             for text in getattr(meta, "requires_dist", ()) or ():
-                try:
-                    req = Requirement(text)
-                except InvalidRequirement:
-                    continue
-                if canonicalize_name(req.name) == want and not req.marker:
-                    return str(req.specifier)
+                req = parse_requirement(text)
+                if req is not None and req.name == want and not req.marker:
+                    return req.specifier
     return ""
 
 

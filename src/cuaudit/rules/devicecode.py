@@ -122,14 +122,15 @@ def cuda_claims(ctx, art) -> list[tuple[str, bool]]:
     if _NAME_CUDA.search(name or ""):
         claims.append((f"its name {name} names a CUDA version", False))
     if meta is not None:
-        for req in meta.requires_dist:
-            if "extra ==" in req.replace("extra==", "extra =="):
+        from cuaudit.requirement import parse_requirement
+
+        for req in filter(None, map(parse_requirement, meta.requires_dist)):
+            if req.optional:
                 continue
-            head = re.split(r"[\s;<>=!~\[(]", req, 1)[0].lower()
-            if head.startswith("nvidia-") and "cu" in head:
-                claims.append((f"it requires {req.split(';')[0].strip()}", False))
-            elif head == "torch" and _LOCAL_CUDA.search(req):
-                claims.append((f"it requires the CUDA build {req.split(';')[0].strip()}", True))
+            if req.name.startswith("nvidia-") and "cu" in req.name:
+                claims.append((f"it requires {req.without_marker}", False))
+            elif req.name == "torch" and _LOCAL_CUDA.search(req.specifier):
+                claims.append((f"it requires the CUDA build {req.without_marker}", True))
     cu = [m.path for m in art.members if m.kind is MemberKind.CUDA and m.path.endswith(".cu")]
     if cu:
         # Weak: JIT compilers ship .cu files as run-time resources (numba-cuda's memsys.cu, seen on

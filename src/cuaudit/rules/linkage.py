@@ -581,20 +581,14 @@ class BundledDriverLibrary(LinkageRule):
 
 def _requirements(ctx: Any, art: Any) -> list[tuple[str, frozenset[str], bool]]:
     """(canonical name, extras, only under an extra) for each Requires-Dist of a wheel."""
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
+    from cuaudit.requirement import parse_requirement
 
     out = []
     for _a, m, meta in ctx.facts("metadata", art):
         if not m.path.endswith(".dist-info/METADATA"):
             continue
-        for text in meta.requires_dist:
-            try:
-                req = Requirement(text)
-            except InvalidRequirement:
-                continue
-            optional = req.marker is not None and "extra" in str(req.marker)
-            out.append((canonicalize_name(req.name), frozenset(req.extras), optional))
+        for req in filter(None, map(parse_requirement, meta.requires_dist)):
+            out.append((req.name, req.extras, req.optional))
     return out
 
 

@@ -137,15 +137,11 @@ class Versions:
 
 
 def _requirement(text: str) -> tuple[str, str] | None:
-    from packaging.requirements import InvalidRequirement, Requirement
+    """(name, specifier) of a requirement that is always installed (not only under an extra)."""
+    from cuaudit.requirement import parse_requirement
 
-    try:
-        req = Requirement(text)
-    except InvalidRequirement:
-        return None
-    if req.marker is not None and "extra" in str(req.marker):
-        return None
-    return req.name, str(req.specifier)
+    req = parse_requirement(text)
+    return None if req is None or req.optional else (req.name, req.specifier)
 
 
 def versions_for(ctx: "RuleContext", artifact: "Artifact") -> Versions:
