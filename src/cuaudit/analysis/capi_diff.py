@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+from cuaudit.names import TEST_FOLDERS
 from cuaudit.analysis.capi_index import CapiIndex, Provider, import_problems
 from cuaudit.model import Finding, Fix, Location
 
@@ -37,7 +38,7 @@ def _capi(index: CapiIndex, module: str) -> tuple[Provider | None, dict | None]:
 
 def _public(module: str) -> bool:
     parts = module.split(".")
-    return not any(p.startswith("_") for p in parts) and not any(p in ("tests", "test", "testing") for p in parts)
+    return not any(p.startswith("_") for p in parts) and not any(p in TEST_FOLDERS for p in parts)
 
 
 def _moved_to(module: str, table: dict, new: CapiIndex) -> str | None:
@@ -72,7 +73,7 @@ def diff_findings(old: Side, new: Side, consumers: Iterable[Any], consumer_facts
         return Location(p.ref, p.member, symbol=symbol)
 
     for module in sorted(set(old.index.modules) | set(new.index.modules)):
-        if any(part in ("tests", "test", "testing") for part in module.split(".")):
+        if any(part in TEST_FOLDERS for part in module.split(".")):
             continue  # test modules are nobody's provider
         op, ot = _capi(old.index, module)
         np_, nt = _capi(new.index, module)

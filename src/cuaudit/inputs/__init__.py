@@ -17,6 +17,7 @@ import re
 import stat
 from typing import IO, Any, Iterable
 
+from cuaudit.names import is_test_path  # noqa: F401 - re-exported: inputs classify members with it
 from cuaudit.model import ArtifactRef, Location, Member, MemberKind, Problem, Severity, Skipped
 
 _BUILD_FILES = {
@@ -53,18 +54,6 @@ def classify(path: str) -> MemberKind:
     if name.endswith((".cu", ".cuh")):
         return MemberKind.CUDA
     return MemberKind.OTHER
-
-
-def is_test_path(path: str) -> bool:
-    """A test module or a file of a test folder (``tests/``, ``testing/``, ``test_*.py``, ``conftest.py``)."""
-    parts = path.split("/")
-    name = parts[-1]
-    return (
-        any(p in ("tests", "test", "testing") for p in parts[:-1])
-        or name.startswith("test_")
-        or name.endswith("_test.py")
-        or name == "conftest.py"
-    )
 
 
 def stat_key(st: os.stat_result, path: str = "") -> str:

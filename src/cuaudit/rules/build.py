@@ -10,6 +10,7 @@ from typing import Iterable, Iterator
 
 from cuaudit.facts.build import BuildScript, Decision, ExternalDecision, FunctionSummary, HostArch, Probe
 from cuaudit.model import Applicability, Edit, Finding, Fix, Location, Severity
+from cuaudit.names import absolute_module
 from cuaudit.rules import Rule
 
 
@@ -43,15 +44,15 @@ def _build_user_fix(overrides: tuple[str, ...]) -> str:
 
 def _resolve(ctx, art, member: str, module: str, name: str) -> FunctionSummary | None:
     """The summary of ``module.name`` when ``module`` is a file of the same artifact."""
-    base = posixpath.dirname(member)
+    folder = posixpath.dirname(member)
     if module.startswith("."):
         level = len(module) - len(module.lstrip("."))
-        rel = module.lstrip(".").replace(".", "/")
-        for _ in range(level - 1):
-            base = posixpath.dirname(base)
-        stem = posixpath.join(base, rel) if rel else base
+        absolute = absolute_module(module.lstrip("."), level, folder.replace("/", "."))
+        if absolute is None:
+            return None
+        stem = absolute.replace(".", "/")
     else:
-        stem = posixpath.join(base, module.replace(".", "/"))
+        stem = posixpath.join(folder, module.replace(".", "/"))
     for candidate in (f"{stem}.py", f"{stem}/__init__.py", f"{stem}/{name}.py"):
         candidate = posixpath.normpath(candidate)
         fact = ctx.fact("build", art, candidate)

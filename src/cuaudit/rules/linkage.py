@@ -25,6 +25,7 @@ from cuaudit.facts.elf import ElfFacts
 from cuaudit.analysis.libraries import CudaCatalog, split_soname
 from cuaudit.analysis.loader import Resolution, Resolver
 from cuaudit.model import ArtifactKind, Finding, Fix, Location, Severity
+from cuaudit.names import absolute_module
 from cuaudit.rules import Rule
 from cuaudit.config import Option
 
@@ -369,13 +370,7 @@ class ImportLoadsGpuLibraries(LinkageRule):
             for stmt in facts.imports:
                 if stmt.guarded:
                     continue  # a failure there is caught: the import of the package still works
-                if stmt.level:
-                    base_parts = package.split(".")
-                    if stmt.level > 1:
-                        base_parts = base_parts[: len(base_parts) - (stmt.level - 1)]
-                    base = ".".join(p for p in base_parts + ([stmt.module] if stmt.module else []) if p)
-                else:
-                    base = stmt.module
+                base = absolute_module(stmt.module, stmt.level, package) or ""
                 targets = []
                 parts = base.split(".")
                 targets += [".".join(parts[: k + 1]) for k in range(len(parts))]
