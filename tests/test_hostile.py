@@ -53,3 +53,68 @@ def test_diff_consumers_python_names_an_interpreter_explicitly(tmp_path, cli):
     report = json.loads(out)
     # the running interpreter's environment: cuaudit's own dependencies are consumers
     assert rc == 0 and report["stats"]["artifacts"] > 5, err
+
+
+# -- options that run code never come from a file ----------------------------------------
+
+
+@pytest.mark.parametrize("key, value", [("probe", "true"), ("cache-dir", '".cache"')])
+def test_a_project_file_cannot_turn_on_code_running_options(tmp_path, monkeypatch, cli, key, value):
+    from cuaudit import config as cfg
+    from cuaudit.model import ConfigError
+
+    tree = make_tree(tmp_path / "proj", {
+        "pyproject.toml": f'[project]\nname = "proj"\n\n[tool.cuaudit]\n{key} = {value}\n',
+        "proj/__init__.py": "import os\n",
+    })
+    monkeypatch.chdir(tree)
+    with pytest.raises(ConfigError, match=f"'{key}' cannot be set in a configuration file"):
+        cfg.load(environ={})
+    rc, out, err = cli("check", ".", "--no-cache")
+    assert rc == 2 and f"'{key}' cannot be set" in err
+    # the user's own environment and command line still may
+    assert cfg.load(environ={"CUAUDIT_PROBE": "1"}, isolated=True).probe
+    assert cfg.load(overrides={"probe": True}, isolated=True, environ={}).probe
+
+
+def test_probe_false_in_a_file_is_harmless(tmp_path):
+    from cuaudit import config as cfg
+
+    p = tmp_path / "pyproject.toml"
+    p.write_text("[tool.cuaudit]\nprobe = false\n")
+    assert cfg.load(config_file=str(p), environ={}).probe is False
+
+
+@pytest.mark.parametrize("text, message", [
+    ("tool = 1\n", "[tool] must be a table"),
+    ("[tool]\ncuaudit = 1\n", "[tool.cuaudit] must be a table"),
+    ("x = " + "[" * 5000 + "]" * 5000 + "\n[tool.cuaudit]\n", "nested too deeply"),
+])
+def test_malformed_working_directory_configuration_is_a_usage_error(tmp_path, monkeypatch, cli, text, message):
+    (tmp_path / "pyproject.toml").write_text(text + ("\n# [tool.cuaudit\n" if "[tool.cuaudit" not in text else ""))
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = cli("check", ".", "--no-cache")
+    assert rc == 2 and message in err, err
+
+
+@pytest.mark.parametrize("text", [
+    '[project]\nname = "p"\nproject = 1\n',
+    'project = "not a table"\n',
+    'project = [1, 2]\n',
+    "x = " + "[" * 3000 + "]" * 3000 + "\n",
+])
+def test_malformed_pyproject_in_an_audited_tree_never_crashes(tmp_path, cli, text):
+    tree = make_tree(tmp_path / "proj", {"pyproject.toml": text, "m.py": "import os\n"})
+    rc, out, err = cli("check", tree, "--isolated", "--no-cache", "--format", "json")
+    assert rc in (0, 1), err
+    json.loads(out)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+@pytest.mark.parametrize("name", ["pyproject.toml", "setup.py", "pkg/__init__.py", "pkg/x.pth", "a.dist-info/METADATA"])
+def test_a_fifo_in_a_tree_is_never_opened(tmp_path, cli, name):
+    tree = make_tree(tmp_path / "proj", {"pkg/m.py": "import os\n"})
+    (tree / name).parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(tree / name)
+    rc, out, err = cli("check", tree, "--isolated", "--no-cache", "--format", "json")
+    assert rc in (0, 1), err

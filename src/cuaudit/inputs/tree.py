@@ -94,16 +94,21 @@ class TreeArtifact(Artifact):
 
 def _project_name(root: str) -> tuple[str, str]:
     """The project's name and version from pyproject.toml, when it states them."""
-    try:
-        import tomllib
+    import tomllib
 
-        with open(os.path.join(root, "pyproject.toml"), "rb") as fh:
+    path = os.path.join(root, "pyproject.toml")
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block the open forever
+            return "", ""
+        with open(path, "rb") as fh:
             project = tomllib.load(fh).get("project", {})
-        name = project.get("name", "")
-        version = project.get("version", "")
-        return (name if isinstance(name, str) else "", version if isinstance(version, str) else "")
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
+        return "", ""  # the pyproject extractor reports what is wrong with it
+    if not isinstance(project, dict):
         return "", ""
+    name = project.get("name", "")
+    version = project.get("version", "")
+    return (name if isinstance(name, str) else "", version if isinstance(version, str) else "")
 
 
 class NamedFiles(Artifact):
