@@ -19,6 +19,36 @@ import pytest
 from conftest import make_tree, make_wheel
 
 
+def forge_crc(data: bytes, target: int) -> bytes:
+    """Four bytes that, appended to ``data``, give it the CRC-32 ``target`` (CRC-32 is not a hash)."""
+    import zlib
+
+    table = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0xEDB88320 if c & 1 else c >> 1
+        table.append(c)
+    top = {t >> 24: i for i, t in enumerate(table)}
+    reg, indices = target ^ 0xFFFFFFFF, []
+    for _ in range(4):  # walk back from the target: each step's table index shows in the top byte
+        indices.append(top[reg >> 24])
+        reg = ((reg ^ table[indices[-1]]) << 8) & 0xFFFFFFFF
+    reg, out = zlib.crc32(data) ^ 0xFFFFFFFF, bytearray()
+    for index in reversed(indices):
+        out.append((reg ^ index) & 0xFF)
+        reg = (reg >> 8) ^ table[index]
+    assert zlib.crc32(data + out) == target
+    return bytes(out)
+
+
+def stored_zip(path: Path, members: dict[str, bytes]) -> Path:
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return path
+
+
 def _script(path: Path, marker: Path, tail: bytes = b"") -> Path:
     """An executable that leaves ``marker`` behind if anything runs it (a zip may follow it)."""
     path.write_bytes(f"#!/bin/sh\ntouch '{marker}'\nexit 0\n".encode() + tail)
@@ -118,3 +148,52 @@ def test_a_fifo_in_a_tree_is_never_opened(tmp_path, cli, name):
     os.mkfifo(tree / name)
     rc, out, err = cli("check", tree, "--isolated", "--no-cache", "--format", "json")
     assert rc in (0, 1), err
+
+
+# -- no input inherits facts extracted from other bytes ------------------------------------
+
+
+def test_a_forged_crc_never_inherits_a_clean_members_facts(tmp_path, cli):
+    import zlib
+
+    clean_bytes = b"x = 1\n# nothing to see here\n"
+    evil = b"x = 1\n#\xff\xfe not text"
+    evil += b" " * (len(clean_bytes) - len(evil) - 4)
+    evil += forge_crc(evil, zlib.crc32(clean_bytes))
+    assert len(evil) == len(clean_bytes) and zlib.crc32(evil) == zlib.crc32(clean_bytes) and evil != clean_bytes
+    name = "demo-1.0-py3-none-any.whl"
+    meta = {"demo-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n"}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    clean = stored_zip(tmp_path / "a" / name, {**meta, "demo/x.py": clean_bytes})
+    crafted = stored_zip(tmp_path / "b" / name, {**meta, "demo/x.py": evil})
+    cache = tmp_path / "cache"
+    rc, out, err = cli("check", clean, "--isolated", "--cache-dir", cache, "--format", "json", "-j", "1")
+    assert rc == 0, out
+    rc, out, err = cli("check", crafted, "--isolated", "--cache-dir", cache, "--format", "json", "-j", "1")
+    report = json.loads(out)
+    assert rc == 1 and [f["code"] for f in report["findings"]] == ["CU006"], report["findings"]
+    assert report["stats"]["facts_cached"] == 0
+
+
+def test_an_archive_rewritten_in_place_is_read_again(tmp_path, cli):
+    """Same path, same size, same mtime, same member CRC/sizes/offset: only ctime tells."""
+    import zlib
+
+    clean_bytes = b"x = 1\n# nothing to see here\n"
+    evil = b"x = 1\n#\xff\xfe not text"
+    evil += b" " * (len(clean_bytes) - len(evil) - 4)
+    evil += forge_crc(evil, zlib.crc32(clean_bytes))
+    meta = {"demo-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n"}
+    wheel = stored_zip(tmp_path / "demo-1.0-py3-none-any.whl", {**meta, "demo/x.py": clean_bytes})
+    st = os.stat(wheel)
+    cache = tmp_path / "cache"
+    assert cli("check", wheel, "--isolated", "--cache-dir", cache, "-j", "1")[0] == 0
+    data = wheel.read_bytes()
+    assert data.count(clean_bytes) == 1
+    with open(wheel, "r+b") as fh:  # the same inode, rewritten in place
+        fh.write(data.replace(clean_bytes, evil))
+    os.utime(wheel, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(wheel).st_size == st.st_size and os.stat(wheel).st_mtime_ns == st.st_mtime_ns
+    rc, out, err = cli("check", wheel, "--isolated", "--cache-dir", cache, "--format", "json", "-j", "1")
+    assert rc == 1 and [f["code"] for f in json.loads(out)["findings"]] == ["CU006"]

@@ -67,13 +67,24 @@ def is_test_path(path: str) -> bool:
     )
 
 
+def file_identity(st: os.stat_result) -> str:
+    """The identity of a file's bytes on disk, without reading them.
+
+    Device, inode, size, mtime and ctime: anyone may set a file's mtime
+    (``touch -d``), but ctime only the kernel, to now, on every change of
+    content or metadata; so a file replaced or rewritten in place never
+    matches what was recorded for the old bytes, whatever its size and mtime.
+    """
+    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
 def stat_key(st: os.stat_result, path: str = "") -> str:
-    """Content key of a file on disk without reading it: same inode, size and mtime.
+    """Content key of a file on disk: :func:`file_identity` of its stat.
 
     ``path`` (the member's path) keeps hard links of one inode apart, since
     facts may record where a file is.
     """
-    return f"stat:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{path}"
+    return f"stat:{file_identity(st)}:{path}"
 
 
 class Artifact:

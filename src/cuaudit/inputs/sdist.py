@@ -14,7 +14,7 @@ import zipfile
 import zlib
 from typing import IO
 
-from cuaudit.inputs import Artifact, classify, unsafe_member_name
+from cuaudit.inputs import Artifact, classify, file_identity, unsafe_member_name
 from cuaudit.inputs.wheel import MAX_ENTRIES, MAX_MEMBER_SIZE, MAX_RATIO, MIN_RATIO_SIZE, ZipArtifact
 from cuaudit.model import ArtifactKind, ArtifactRef, Member
 
@@ -28,7 +28,7 @@ MAX_TAR_MEMBER = 64 * 1024**2
 #: Members of tar sdists read by this process, by (path, size, mtime).  Forked
 #: workers inherit it (memory, not file offsets: safe), so the chunks of a big
 #: sdist are not decompressed again in every worker.
-_TAR_DATA: dict[tuple[str, int, int], dict[str, bytes]] = {}
+_TAR_DATA: dict[tuple[str, str], dict[str, bytes]] = {}
 
 
 def is_sdist_name(path: str) -> bool:
@@ -111,8 +111,7 @@ class TarSdist(Artifact):
         """One sequential pass (a compressed tar cannot seek back cheaply)."""
         if self._h_data is not None:
             return self._h_data
-        st = os.stat(self.ref.path)
-        key = (self.ref.path, st.st_size, st.st_mtime_ns)
+        key = (self.ref.path, file_identity(os.stat(self.ref.path)))
         if key in _TAR_DATA:  # read by this process already, or by the parent it was forked from
             self._h_data = _TAR_DATA[key]
             return self._h_data

@@ -7,7 +7,7 @@ import struct
 import zipfile
 from typing import IO
 
-from cuaudit.inputs import Artifact, classify, is_symlink_mode, unsafe_member_name
+from cuaudit.inputs import Artifact, classify, file_identity, is_symlink_mode, unsafe_member_name
 from cuaudit.model import ArtifactKind, ArtifactRef, Member
 
 #: A member whose declared size is above this is not read (zip bombs).
@@ -50,7 +50,7 @@ def parse_wheel_name(filename: str) -> tuple[str, str]:
 #: parallel extraction arrives in a worker as a fresh copy of its artifact;
 #: without this, every chunk re-parsed the central directory (1 s for the
 #: 11,500 entries of torch 2.8.0), which made `-j 2` slower than `-j 1`.
-_OPEN_ZIPS: dict[tuple[str, int, int], zipfile.ZipFile] = {}
+_OPEN_ZIPS: dict[tuple[str, str], zipfile.ZipFile] = {}
 # A forked worker must not read through its parent's file descriptors: they
 # share one file offset, and two processes seeking in it read each other's
 # bytes (CRC errors, wrong facts).  Children start with no open zip.
@@ -58,14 +58,23 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_OPEN_ZIPS.clear)
 
 
-def _open_zip(path: str) -> zipfile.ZipFile:
-    st = os.stat(path)
-    key = (path, st.st_size, st.st_mtime_ns)
+def _open_zip(path: str, identity: str) -> zipfile.ZipFile:
+    """The archive at ``path``, which must still be the file of that :func:`file_identity`.
+
+    Member keys carry the identity taken when the archive was listed: reading
+    another file's bytes under them (one swapped in mid-audit) would cache
+    facts of those bytes for the listed ones.
+    """
+    key = (path, identity)
     zf = _OPEN_ZIPS.get(key)
     if zf is None:
+        zf = zipfile.ZipFile(path)
+        if file_identity(os.fstat(zf.fp.fileno())) != identity:
+            zf.close()
+            raise OSError(f"{path} changed while it was being audited")
         if len(_OPEN_ZIPS) >= 8:  # keep a few: file handles are finite
             _OPEN_ZIPS.pop(next(iter(_OPEN_ZIPS))).close()
-        zf = _OPEN_ZIPS[key] = zipfile.ZipFile(path)
+        _OPEN_ZIPS[key] = zf
     return zf
 
 
@@ -79,10 +88,13 @@ class ZipArtifact(Artifact):
         super().__init__(ref)
         self._h_zip: zipfile.ZipFile | None = None
         self._names: dict[str, str] = {}  # member path -> name in the zip
+        self._identity = ""  # file_identity of the archive when it was listed
 
     def _zip(self) -> zipfile.ZipFile:
         if self._h_zip is None or self._h_zip.fp is None:  # None, or closed when evicted from _OPEN_ZIPS
-            self._h_zip = _open_zip(self.ref.path)
+            if not self._identity:
+                self._identity = file_identity(os.stat(self.ref.path))
+            self._h_zip = _open_zip(self.ref.path, self._identity)
         return self._h_zip
 
     def list_members(self) -> list[Member]:
@@ -103,6 +115,9 @@ class ZipArtifact(Artifact):
                          declared_entries=entries)
             return []
         try:
+            # the archive's identity, taken before it is opened: facts of its
+            # members are cached under it, never under what the archive claims
+            self._identity = file_identity(os.stat(path))
             zf = self._zip()
             infos = zf.infolist()
         except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
@@ -174,11 +189,15 @@ class ZipArtifact(Artifact):
                 continue
             seen.add(path)
             self._names[path] = name
-            # The member's whole path, not its base name: extractors may record
-            # where a file is (a module's dotted name), and two empty
-            # `__init__.py` of one wheel share CRC and sizes.  Same path, same
-            # bytes in the next release: still a cache hit.
-            key = f"zip:{path}:{info.CRC:08x}:{info.file_size}:{info.compress_size}"
+            # What the archive says about a member (CRC-32, sizes) is chosen by
+            # whoever made it, and CRC-32 can be forged: alone it would let a
+            # crafted wheel inherit the facts of a clean one.  So the key starts
+            # with the archive file's own identity (device, inode, size, mtime,
+            # ctime: a different or rewritten file never matches), then the
+            # member's whole path (extractors may record where a file is; two
+            # empty `__init__.py` share CRC and sizes), CRC, sizes and offset.
+            key = (f"zip:{self._identity}:{info.header_offset}:{path}:{info.CRC:08x}:"
+                   f"{info.file_size}:{info.compress_size}")
             members.append(Member(path, classify(path), info.file_size, key))
         return members
 
