@@ -197,3 +197,85 @@ def test_an_archive_rewritten_in_place_is_read_again(tmp_path, cli):
     assert os.stat(wheel).st_size == st.st_size and os.stat(wheel).st_mtime_ns == st.st_mtime_ns
     rc, out, err = cli("check", wheel, "--isolated", "--cache-dir", cache, "--format", "json", "-j", "1")
     assert rc == 1 and [f["code"] for f in json.loads(out)["findings"]] == ["CU006"]
+
+
+# -- bounded decompression ------------------------------------------------------------------
+
+
+def raw_zip(path: Path, entries: list[tuple[str, int, bytes, int, int]]) -> Path:
+    """A zip written field by field: (name, method, compressed bytes, CRC-32, declared size) per entry."""
+    import struct
+
+    body, central = bytearray(), bytearray()
+    for name, method, data, crc, size in entries:
+        n = name.encode()
+        offset = len(body)
+        body += struct.pack("<4sHHHHHIIIHH", b"PK\x03\x04", 20, 0, method, 0, 0x21, crc, len(data), size, len(n), 0)
+        body += n + data
+        central += struct.pack("<4sHHHHHHIIIHHHHHII", b"PK\x01\x02", 20, 20, 0, method, 0, 0x21, crc, len(data),
+                               size, len(n), 0, 0, 0, 0, 0o644 << 16, offset) + n
+    end = struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, len(entries), len(entries), len(central), len(body), 0)
+    path.write_bytes(bytes(body + central + end))
+    return path
+
+
+def _bomb(method: int, megabytes: int = 32) -> bytes:
+    import bz2
+    import lzma
+    import struct
+    import zlib
+
+    zeros = b"\0" * (1 << 20)
+    if method == zipfile.ZIP_BZIP2:
+        c = bz2.BZ2Compressor(9)
+        return b"".join(c.compress(zeros) for _ in range(megabytes)) + c.flush()
+    if method == zipfile.ZIP_LZMA:
+        props = lzma._encode_filter_properties({"id": lzma.FILTER_LZMA1})
+        c = lzma.LZMACompressor(lzma.FORMAT_RAW, filters=[{"id": lzma.FILTER_LZMA1}])
+        return struct.pack("<BBH", 9, 4, len(props)) + props + b"".join(c.compress(zeros) for _ in range(megabytes)) + c.flush()
+    c = zlib.compressobj(9, zlib.DEFLATED, -15)
+    return b"".join(c.compress(zeros) for _ in range(megabytes)) + c.flush()
+
+
+@pytest.mark.parametrize("method", [zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA, zipfile.ZIP_DEFLATED])
+def test_a_member_that_inflates_past_its_declared_size_is_bounded(tmp_path, cli, method):
+    """32 MB of zeros declared as 4 KB: no more than the declared bytes are ever produced."""
+    import tracemalloc
+
+    from cuaudit.inputs.wheel import WheelArtifact
+
+    whl = raw_zip(tmp_path / "demo-1.0-py3-none-any.whl", [
+        ("demo-1.0.dist-info/METADATA", zipfile.ZIP_STORED, b"Name: demo\n", zlib_crc(b"Name: demo\n"), 11),
+        ("demo/x.py", method, _bomb(method), 0x12345678, 4096),
+    ])
+    art = WheelArtifact(str(whl))
+    assert [m.path for m in art.members] == ["demo-1.0.dist-info/METADATA", "demo/x.py"], art.problems
+    tracemalloc.start()
+    with pytest.raises(zipfile.BadZipFile, match="CRC"):
+        with art.open_member("demo/x.py") as fh:
+            assert len(fh.read(100)) == 100
+            fh.read()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 8 * 1024**2, peak
+    rc, out, err = cli("check", whl, "--isolated", "--no-cache", "--format", "json", "-j", "1")
+    codes = {(f["code"], f["location"]["member"]) for f in json.loads(out)["findings"]}
+    assert ("CU002", "demo/x.py") in codes, codes
+
+
+def zlib_crc(data: bytes) -> int:
+    import zlib
+
+    return zlib.crc32(data)
+
+
+@pytest.mark.parametrize("data", [
+    b"\x09\x04\x05\x00\xff\xff\xff\xff\xff" + b"garbage" * 10,  # properties no decoder accepts
+    b"\x09\x04\x05\x00\x5d\x00\x00\x10\x00" + b"\xff" * 64,  # valid properties, corrupt stream
+    b"\x09\x04",  # truncated header
+])
+def test_a_corrupt_lzma_member_is_cu002(tmp_path, cli, data):
+    whl = raw_zip(tmp_path / "demo-1.0-py3-none-any.whl", [("demo/x.py", zipfile.ZIP_LZMA, data, 0, 100)])
+    rc, out, err = cli("check", whl, "--isolated", "--no-cache", "--format", "json", "-j", "1")
+    findings = json.loads(out)["findings"]
+    assert rc == 1 and [(f["code"], f["location"]["member"]) for f in findings] == [("CU002", "demo/x.py")], findings

@@ -7,6 +7,7 @@ import struct
 import zipfile
 from typing import IO
 
+from cuaudit.inputs._zip_member import MemberStream, ZipEntry
 from cuaudit.inputs import Artifact, classify, file_identity, is_symlink_mode, unsafe_member_name
 from cuaudit.model import ArtifactKind, ArtifactRef, Member
 
@@ -87,7 +88,7 @@ class ZipArtifact(Artifact):
     def __init__(self, ref: ArtifactRef) -> None:
         super().__init__(ref)
         self._h_zip: zipfile.ZipFile | None = None
-        self._names: dict[str, str] = {}  # member path -> name in the zip
+        self._entries: dict[str, ZipEntry] = {}  # member path -> its central directory entry
         self._identity = ""  # file_identity of the archive when it was listed
 
     def _zip(self) -> zipfile.ZipFile:
@@ -188,7 +189,8 @@ class ZipArtifact(Artifact):
                 self.problem("CU003", f"member {name!r} appears twice in the archive", member=path, reason="duplicate")
                 continue
             seen.add(path)
-            self._names[path] = name
+            self._entries[path] = ZipEntry(name, info.header_offset, info.compress_size, info.file_size,
+                                           info.compress_type, info.CRC)
             # What the archive says about a member (CRC-32, sizes) is chosen by
             # whoever made it, and CRC-32 can be forged: alone it would let a
             # crafted wheel inherit the facts of a clean one.  So the key starts
@@ -202,9 +204,12 @@ class ZipArtifact(Artifact):
         return members
 
     def open_member(self, path: str) -> IO[bytes]:
-        if not self._names:
-            self.members  # noqa: B018 - lists the archive, filling the name map
-        return self._zip().open(self._names.get(path, path))
+        if not self._entries:
+            self.members  # noqa: B018 - lists the archive, filling the entry map
+        entry = self._entries.get(path)
+        if entry is None:
+            raise KeyError(f"{path}: no such member")
+        return MemberStream(self.ref.path, self._identity, entry)
 
 
 class WheelArtifact(ZipArtifact):

@@ -1,0 +1,16 @@
+"""ELF reader (facts/elf.py): headers, dynamic section, symbol versions, string tables."""
+
+import sys
+
+from _common import extract, instrumented, main
+
+with instrumented():
+    import cuaudit.facts.elf  # noqa: F401
+
+
+def test_one_input(data: bytes) -> None:
+    extract(("elf",), "pkg/_ext.cpython-311-x86_64-linux-gnu.so", data)
+
+
+if __name__ == "__main__":
+    main(test_one_input)
