@@ -279,3 +279,92 @@ def test_a_corrupt_lzma_member_is_cu002(tmp_path, cli, data):
     rc, out, err = cli("check", whl, "--isolated", "--no-cache", "--format", "json", "-j", "1")
     findings = json.loads(out)["findings"]
     assert rc == 1 and [(f["code"], f["location"]["member"]) for f in findings] == [("CU002", "demo/x.py")], findings
+
+
+# -- tar budgets ------------------------------------------------------------------------------
+
+
+def _tar_header(name: bytes, size: int, kind: bytes) -> bytes:
+    """One 512-byte ustar header, written field by field."""
+    h = bytearray(512)
+    h[0:len(name)] = name
+    h[100:108] = b"0000644\0"
+    h[108:116] = h[116:124] = b"0000000\0"
+    h[124:136] = b"%011o\0" % size
+    h[136:148] = b"00000000000\0"
+    h[156:157] = kind
+    h[257:265] = b"ustar  \0"
+    h[148:156] = b" " * 8
+    h[148:156] = b"%06o\0 " % sum(h)
+    return bytes(h)
+
+
+def _blocks(data: bytes) -> bytes:
+    return data + b"\0" * (-len(data) % 512)
+
+
+@pytest.mark.parametrize("kind", [b"L", b"x"])
+def test_a_huge_tar_longname_or_pax_header_is_not_read(tmp_path, cli, kind):
+    import gzip
+    import tracemalloc
+
+    ok = _tar_header(b"demo-1.0/ok.py", 10, b"0") + _blocks(b"import os\n")
+    big = 200 * 1024**2  # declared: tarfile would read it whole before the next member
+    payload = ok + _tar_header(b"././@LongLink", big, kind) + b"\0" * 4096
+    path = tmp_path / "demo-1.0.tar.gz"
+    path.write_bytes(gzip.compress(payload))
+    from cuaudit.inputs.sdist import SdistArtifact
+
+    tracemalloc.start()
+    art = SdistArtifact(str(path))
+    paths = [m.path for m in art.members]
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert paths == ["ok.py"] and peak < 32 * 1024**2, (paths, peak)
+    assert [p.code for p in art.problems] == ["CU004"] and "extension header" in art.problems[0].message
+
+
+def test_a_chain_of_tar_longname_headers_is_bounded(tmp_path):
+    from cuaudit.inputs.sdist import SdistArtifact
+
+    chain = b"".join(_tar_header(b"././@LongLink", 10, b"L") + _blocks(b"a" * 9 + b"\0") for _ in range(5000))
+    path = tmp_path / "demo-1.0.tar"
+    path.write_bytes(chain + _tar_header(b"demo-1.0/x.py", 0, b"0") + b"\0" * 1024)
+    art = SdistArtifact(str(path))
+    assert art.members == [] and [p.code for p in art.problems] == ["CU004"], art.problems
+
+
+def test_tar_members_held_in_memory_are_bounded(tmp_path, monkeypatch):
+    import io as _io
+    import tarfile
+
+    from cuaudit.inputs import sdist
+
+    monkeypatch.setattr(sdist, "MAX_TAR_HELD", 1000)
+    buf = _io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        for i in range(5):
+            info = tarfile.TarInfo(f"demo-1.0/m{i}.py")
+            info.size = 400
+            tf.addfile(info, _io.BytesIO(b"#" * 400))
+    path = tmp_path / "demo-1.0.tar"
+    path.write_bytes(buf.getvalue())
+    art = sdist.SdistArtifact(str(path))
+    assert [m.path for m in art.members] == ["m0.py", "m1.py"]
+    assert sorted(s.location.member for s in art.skipped) == ["m2.py", "m3.py", "m4.py"]
+
+
+def test_a_zip_whose_end_record_lies_about_its_entry_count_is_not_listed(tmp_path, monkeypatch):
+    import struct
+
+    from cuaudit.inputs import wheel
+
+    monkeypatch.setattr(wheel, "MAX_ENTRIES", 100)
+    entries = [(f"demo/m{i}.py", zipfile.ZIP_STORED, b"", 0, 0) for i in range(500)]
+    path = raw_zip(tmp_path / "demo-1.0-py3-none-any.whl", entries)
+    data = bytearray(path.read_bytes())
+    end = data.rindex(b"PK\x05\x06")
+    struct.pack_into("<HH", data, end + 8, 1, 1)  # "one entry", over a directory of 500
+    path.write_bytes(bytes(data))
+    art = wheel.WheelArtifact(str(path))
+    assert art.members == [] and [p.code for p in art.problems] == ["CU004"]

@@ -23,13 +23,17 @@ MAX_ENTRIES = 400_000
 
 
 def _declared_entries(path: str) -> int:
-    """The entry count the end-of-central-directory record declares (0 if none found)."""
+    """The most entries the end-of-central-directory record allows (0 if none found)."""
     try:
         with open(path, "rb") as fh:
             record = zipfile._EndRecData(fh)  # reads only the end of the file
     except (OSError, AttributeError, struct.error, ValueError):
         return 0
-    return int(record[zipfile._ECD_ENTRIES_TOTAL]) if record else 0
+    if not record:
+        return 0
+    # The count may lie low: zipfile parses the whole central directory whatever
+    # it says, and each entry takes at least 46 bytes of it.
+    return max(int(record[zipfile._ECD_ENTRIES_TOTAL]), int(record[zipfile._ECD_SIZE]) // 46)
 
 
 #: stored, deflate, bzip2, lzma: what zipfile (and so pip) reads
