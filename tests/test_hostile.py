@@ -368,3 +368,72 @@ def test_a_zip_whose_end_record_lies_about_its_entry_count_is_not_listed(tmp_pat
     path.write_bytes(bytes(data))
     art = wheel.WheelArtifact(str(path))
     assert art.members == [] and [p.code for p in art.problems] == ["CU004"]
+
+
+# -- --fix never injects code, never writes outside, all or nothing -----------------------------
+
+
+def _calls(text: str) -> list[str]:
+    import ast
+
+    return sorted(ast.unparse(n.func) for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Call))
+
+
+def test_fix_counts_lines_as_python_does_form_feed_in_a_comment(tmp_path, cli):
+    """`str.splitlines` breaks at \\x0c: the inserted import used to land inside the comment, after it."""
+    code = 'import concurrent  # \x0cos.system("touch pwned")\nx = concurrent.futures.Future\n'
+    assert _calls(code) == []
+    tree = make_tree(tmp_path / "t", {"m.py": code})
+    cli("check", "--isolated", "--no-cache", "--select", "CU104", "--fix", tree)
+    fixed = (tree / "m.py").read_text()
+    assert fixed == 'import concurrent  # \x0cos.system("touch pwned")\nimport concurrent.futures\nx = concurrent.futures.Future\n'
+    assert _calls(fixed) == []
+
+
+def test_fix_never_writes_through_a_hard_link_to_a_file_outside_the_tree(tmp_path, cli):
+    outside = tmp_path / "outside.py"
+    outside.write_text("import concurrent\nx = concurrent.futures.Future\n")
+    tree = tmp_path / "t"
+    tree.mkdir()
+    os.link(outside, tree / "m.py")
+    cli("check", "--isolated", "--no-cache", "--select", "CU104", "--fix", tree)
+    assert outside.read_text() == "import concurrent\nx = concurrent.futures.Future\n"
+    assert "import concurrent.futures" in (tree / "m.py").read_text()
+    assert os.stat(tree / "m.py").st_ino != os.stat(outside).st_ino
+
+
+def test_fix_keeps_a_files_declared_encoding_and_never_stops_half_way(tmp_path, cli):
+    latin = "# -*- coding: latin-1 -*-\nimport concurrent\ns = 'caf\xe9'\nx = concurrent.futures.Future\n".encode("latin-1")
+    broken = b"import concurrent\ns = '\xff'\nx = concurrent.futures.Future\n"  # declares nothing, is not UTF-8
+    tree = make_tree(tmp_path / "t", {"a.py": "import concurrent\nx = concurrent.futures.Future\n",
+                                      "b.py": latin, "c.py": broken, "d.py": "import xml\ny = xml.etree.ElementTree\n"})
+    rc, out, err = cli("check", "--isolated", "--no-cache", "--select", "CU104", "--fix", tree)
+    assert "import concurrent.futures" in (tree / "a.py").read_text()
+    assert (tree / "b.py").read_bytes() == latin.replace(b"concurrent\n", b"concurrent\nimport concurrent.futures\n", 1)
+    assert (tree / "c.py").read_bytes() == broken
+    assert "import xml.etree" in (tree / "d.py").read_text()
+    assert not [p for p in tree.iterdir() if p.name.startswith(".cuaudit-fix-")]
+
+
+def test_fix_is_all_or_nothing_when_a_write_fails(tmp_path, monkeypatch):
+    from cuaudit import audit
+    from cuaudit.config import Config
+    from cuaudit.repair import source
+
+    files = {"a.py": "import concurrent\nx = concurrent.futures.Future\n", "b.py": "import xml\ny = xml.etree.ElementTree\n"}
+    tree = make_tree(tmp_path / "t", files)
+    report = audit([str(tree)], config=Config(select=("CU104",), cache=False, jobs=1))
+    assert len(report.findings) == 2
+    real_fdopen, calls = os.fdopen, []
+
+    def failing_fdopen(fd, *a, **kw):
+        calls.append(fd)
+        if len(calls) == 2:
+            os.close(fd)
+            raise OSError(28, "No space left on device")
+        return real_fdopen(fd, *a, **kw)
+
+    monkeypatch.setattr(source.os, "fdopen", failing_fdopen)
+    result = source.apply_fixes(report)
+    assert result.errors and "no file was changed" in result.errors[0] and result.fixed == []
+    assert {p.name: p.read_text() for p in tree.iterdir()} == files
