@@ -437,3 +437,76 @@ def test_fix_is_all_or_nothing_when_a_write_fails(tmp_path, monkeypatch):
     result = source.apply_fixes(report)
     assert result.errors and "no file was changed" in result.errors[0] and result.fixed == []
     assert {p.name: p.read_text() for p in tree.iterdir()} == files
+
+
+# -- repair writes only its output, and never blesses unsafe members -------------------------------
+
+
+@pytest.fixture
+def linked_so(tmp_path):
+    from conftest import compile_so
+
+    return compile_so(tmp_path, "libx.so", "int f(void) { return 1; }\n", libs=["m"], flags=["-Wl,--no-as-needed"])
+
+
+def _repairable(tmp_path: Path, so: Path, extra: dict | None = None, infos: list | None = None) -> Path:
+    whl = make_wheel(tmp_path, "demo", "1.0", {"demo/libx.so": so.read_bytes(), **(extra or {})})
+    if infos:
+        with zipfile.ZipFile(whl, "a") as zf:
+            for info, data in infos:
+                zf.writestr(info, data)
+    return whl
+
+
+def test_repair_never_writes_through_a_planted_part_symlink(tmp_path, linked_so):
+    from cuaudit.repair.wheel import Removal, rewrite_wheel
+
+    whl = _repairable(tmp_path, linked_so)
+    out = tmp_path / "out"
+    out.mkdir()
+    victim = tmp_path / "victim"
+    (out / (whl.name + ".part")).symlink_to(victim)
+    (out / whl.name).symlink_to(tmp_path / "victim2")
+    result = rewrite_wheel(str(whl), [Removal("demo/libx.so", ("libm.so.6",))], str(out))
+    assert result.removals and not victim.exists() and not (tmp_path / "victim2").exists()
+    assert not os.path.islink(out / whl.name) and zipfile.ZipFile(out / whl.name).testzip() is None
+    assert sorted(p.name for p in out.iterdir()) == sorted([whl.name, whl.name + ".part"])
+
+
+def _symlink_info(name: str) -> zipfile.ZipInfo:
+    info = zipfile.ZipInfo(name)
+    info.external_attr = (stat.S_IFLNK | 0o777) << 16
+    return info
+
+
+@pytest.mark.parametrize("infos, why", [
+    ([(zipfile.ZipInfo("../evil.py"), b"x = 1\n")], "escapes the archive"),
+    ([(zipfile.ZipInfo("/etc/evil.py"), b"x = 1\n")], "absolute path"),
+    ([(_symlink_info("demo/link"), b"/etc/passwd")], "symbolic link"),
+])
+def test_repair_refuses_a_wheel_with_unsafe_members(tmp_path, linked_so, infos, why):
+    from cuaudit.repair.wheel import Removal, rewrite_wheel
+
+    whl = _repairable(tmp_path, linked_so, infos=infos)
+    out = tmp_path / "out"
+    with pytest.raises(ValueError, match=why):
+        rewrite_wheel(str(whl), [Removal("demo/libx.so", ("libm.so.6",))], str(out))
+    assert not out.exists() or list(out.iterdir()) == []
+
+
+def test_repair_refuses_a_member_whose_bytes_do_not_match_its_crc(tmp_path, linked_so, cli):
+    from cuaudit.repair.wheel import Removal, rewrite_wheel
+
+    whl = make_wheel(tmp_path, "demo", "1.0", {"demo/libx.so": linked_so.read_bytes()})
+    data = whl.read_bytes()
+    with zipfile.ZipFile(whl, "a", zipfile.ZIP_STORED) as zf:
+        zf.writestr("demo/data.txt", b"the original text\n")
+    data = whl.read_bytes()
+    assert data.count(b"the original text\n") == 1
+    whl.write_bytes(data.replace(b"the original text\n", b"THE ALTERED TEXT!\n"))
+    out = tmp_path / "out"
+    with pytest.raises(ValueError, match="CRC"):
+        rewrite_wheel(str(whl), [Removal("demo/libx.so", ("libm.so.6",))], str(out))
+    assert not out.exists() or list(out.iterdir()) == []
+    rc, stdout, err = cli("repair", "--isolated", "--no-cache", whl, "-o", out)
+    assert rc != 0 and not (out / whl.name).exists()
