@@ -510,3 +510,112 @@ def test_repair_refuses_a_member_whose_bytes_do_not_match_its_crc(tmp_path, link
     assert not out.exists() or list(out.iterdir()) == []
     rc, stdout, err = cli("repair", "--isolated", "--no-cache", whl, "-o", out)
     assert rc != 0 and not (out / whl.name).exists()
+
+
+# -- interpreters the user named: bounded, and their answers checked -------------------------------
+
+
+def _fake_python(path: Path, body: str) -> Path:
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture
+def alarm():
+    """A test that would hang fails instead (SIGALRM after the given seconds)."""
+    import signal
+
+    def fail(*_):
+        raise TimeoutError("hung")
+
+    old = signal.signal(signal.SIGALRM, fail)
+    yield lambda seconds: signal.alarm(seconds)
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+def test_a_hanging_interpreter_is_killed_with_its_children(tmp_path, alarm):
+    import time
+
+    from cuaudit.inputs.environment import InterpreterError, query_interpreter
+
+    pidfile = tmp_path / "child.pid"
+    py = _fake_python(tmp_path / "python", f"sleep 300 &\necho $! > '{pidfile}'\nexec sleep 300\n")
+    alarm(20)
+    started = time.monotonic()
+    with pytest.raises(InterpreterError, match="no answer within"):
+        query_interpreter(str(py), timeout=1)
+    assert time.monotonic() - started < 10
+    child = int(pidfile.read_text())
+    time.sleep(0.2)
+    try:  # gone, or a zombie nobody reaped yet (a container's init may not): not running either way
+        state = Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        state = "gone"
+    assert state in ("gone", "Z", "X"), state
+
+
+def test_an_interpreter_printing_without_end_is_cut_off(tmp_path, alarm):
+    import tracemalloc
+
+    from cuaudit.inputs.environment import InterpreterError, query_interpreter
+
+    py = _fake_python(tmp_path / "python", "exec cat /dev/zero\n")
+    alarm(30)
+    tracemalloc.start()
+    with pytest.raises(InterpreterError, match="printed more than"):
+        query_interpreter(str(py), timeout=20)
+    assert tracemalloc.get_traced_memory()[1] < 200 * 1024**2
+    tracemalloc.stop()
+
+
+@pytest.mark.parametrize("answer", ['[1, 2]', '{"executable": 1}', '"text"',
+                                    '{"executable": "p", "version": "3", "implementation": "c", "platform": "l", '
+                                    '"prefix": "/", "site_dirs": "not a list", "sys_path": [], "user_site": null}'])
+def test_an_interpreter_answer_of_the_wrong_shape_is_cu008(tmp_path, cli, answer):
+    py = _fake_python(tmp_path / "python", f"echo '{answer}'\n")
+    rc, out, err = cli("env", "--python", py, "--isolated", "--no-cache", "--format", "json")
+    findings = json.loads(out)["findings"]
+    assert [f["code"] for f in findings] == ["CU008"] and "wrong shape" in findings[0]["message"], findings
+
+
+def _environment(tmp_path: Path, files: dict[str, str], fifos: list[str]) -> Path:
+    site = make_tree(tmp_path / "site", files)
+    for name in fifos:
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        os.mkfifo(site / name)
+    answer = json.dumps({"executable": "/x/python", "version": "3.11.0", "implementation": "cpython",
+                         "platform": "linux-x86_64", "prefix": str(tmp_path), "site_dirs": [str(site)],
+                         "sys_path": [], "user_site": None})
+    return _fake_python(tmp_path / "python", f"cat <<'EOF'\n{answer}\nEOF\n")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+@pytest.mark.parametrize("fifo", ["demo-1.0.dist-info/METADATA", "demo-1.0.dist-info/top_level.txt", "x.pth",
+                                  "demo-1.0.dist-info/RECORD", "demo-1.0.dist-info/direct_url.json"])
+def test_fifos_in_an_environment_are_never_opened(tmp_path, cli, alarm, fifo):
+    files = {"demo-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n",
+             "demo-1.0.dist-info/RECORD": "demo/__init__.py,,\n", "demo-1.0.dist-info/top_level.txt": "demo\n",
+             "demo/__init__.py": "import os\n", "demo-1.0.dist-info/direct_url.json": '{"dir_info": {"editable": true}}'}
+    files.pop(fifo, None)
+    py = _environment(tmp_path, files, [fifo])
+    alarm(60)
+    rc, out, err = cli("env", "--python", py, "--isolated", "--no-cache", "--format", "json", "-j", "1")
+    assert rc in (0, 1), err
+    json.loads(out)
+
+
+def test_an_editable_install_mapped_to_the_root_is_not_walked(tmp_path, cli, alarm):
+    finder = "__editable___demo_1_0_finder.py"
+    py = _environment(tmp_path, {
+        "demo-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n",
+        "demo-1.0.dist-info/RECORD": f"{finder},,\n",
+        "demo-1.0.dist-info/top_level.txt": "demo\n",
+        finder: "MAPPING = {'demo': '/', 'other': '" + str(tmp_path) + "'}\n",
+    }, [])
+    alarm(60)
+    rc, out, err = cli("env", "--python", py, "--isolated", "--no-cache", "--format", "json", "-j", "1", "-v")
+    report = json.loads(out)
+    assert report["stats"]["members"] < 50, report["stats"]
+    assert any("not walked" in s["reason"] for s in report["skipped"]), report["skipped"]

@@ -87,6 +87,28 @@ def stat_key(st: os.stat_result, path: str = "") -> str:
     return f"stat:{file_identity(st)}:{path}"
 
 
+def read_regular(path: str, limit: int = 1 << 20) -> bytes | None:
+    """Up to ``limit`` bytes of the regular file at ``path``; None for anything else or an error.
+
+    Opened without blocking and checked on the open descriptor: a FIFO named
+    ``METADATA`` or ``x.pth`` would block a plain ``open`` forever, and a
+    device never ends.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, ValueError):
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read(limit)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 class Artifact:
     """A set of members and a way to read each one.
 
