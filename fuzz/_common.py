@@ -56,6 +56,10 @@ def extract(names: tuple[str, ...], path: str, data: bytes, fs_path: str | None 
     return out
 
 
+#: an input still running after this long is a hang (the issue's bound: 30 s per input)
+HANG_SECONDS = 30
+
+
 def _keep_going(test_one_input: Callable[[bytes], None], directory: str) -> Callable[[bytes], None]:
     """For a long campaign: record each distinct crash (exception type and the
     cuaudit line it came from) once, with its input, and go on fuzzing, so that
@@ -66,7 +70,18 @@ def _keep_going(test_one_input: Callable[[bytes], None], directory: str) -> Call
     seen: set[tuple[str, str]] = set()
     os.makedirs(directory, exist_ok=True)
 
+    import signal
+
+    class Hang(Exception):
+        pass
+
+    def hang(*_):
+        raise Hang(f"still running after {HANG_SECONDS} s")
+
+    signal.signal(signal.SIGALRM, hang)
+
     def wrapped(data: bytes) -> None:
+        signal.setitimer(signal.ITIMER_REAL, HANG_SECONDS)
         try:
             test_one_input(data)
         except Exception as exc:  # noqa: BLE001 - recorded, then the campaign goes on
@@ -79,6 +94,8 @@ def _keep_going(test_one_input: Callable[[bytes], None], directory: str) -> Call
                 with open(os.path.join(directory, name), "wb") as fh:
                     fh.write(data)
                 print(f"CRASH {sig[0]} at {where}: {str(exc)[:200]!r} -> {name}", file=sys.stderr, flush=True)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
 
     return wrapped
 

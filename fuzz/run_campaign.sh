@@ -12,7 +12,7 @@ mkdir -p "$work"
 for h in $harnesses; do
   mkdir -p "$work/corpus/$h" "$work/crashes/$h"
   CUAUDIT_FUZZ_KEEP_GOING="$work/crashes/$h" PYTHONPATH="$here/../src" nice -n 19 $python "$here/fuzz_$h.py" \
-    -runs=1000000 -max_total_time="$each" -rss_limit_mb=1024 -timeout=30 -max_len=65536 \
+    -runs=1000000 -max_total_time="$each" -rss_limit_mb=1024 -timeout=60 -max_len=65536 \
     -print_final_stats=1 -artifact_prefix="$work/crashes/$h/" \
     "$work/corpus/$h" "$work/seeds/$h" > "$work/$h.log" 2>&1
   echo "$h exit $?" >> "$work/summary.log"

@@ -619,3 +619,32 @@ def test_an_editable_install_mapped_to_the_root_is_not_walked(tmp_path, cli, ala
     report = json.loads(out)
     assert report["stats"]["members"] < 50, report["stats"]
     assert any("not walked" in s["reason"] for s in report["skipped"]), report["skipped"]
+
+
+# -- names are data --------------------------------------------------------------------------------
+
+
+def test_a_file_name_that_is_not_utf8_is_audited_and_cached(tmp_path, cli):
+    tree = tmp_path / "t"
+    (tree / "pkg").mkdir(parents=True)
+    bad = os.path.join(os.fsencode(tree / "pkg"), b"\xff\xfebad.py")
+    with open(bad, "wb") as fh:
+        fh.write(b"import concurrent\nx = concurrent.futures.Future\n")
+    for cache in (("--cache-dir", tmp_path / "cache"), ("--cache-dir", tmp_path / "cache"), ("--no-cache",)):
+        rc, out, err = cli("check", tree, "--isolated", *cache, "--format", "json", "--select", "CU104", "-j", "1")
+        [f] = json.loads(out)["findings"]
+        assert rc == 1 and f["code"] == "CU104" and f["location"]["member"] == "pkg/\udcff\udcfebad.py", err
+
+
+def test_record_and_dist_info_names_that_are_not_utf8(tmp_path, cli, alarm):
+    site_files = {"demo-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n",
+                  "demo/__init__.py": "import os\n"}
+    py = _environment(tmp_path, site_files, [])
+    site = tmp_path / "site"
+    (site / "demo-1.0.dist-info" / "RECORD").write_bytes(b"demo/__init__.py,,\ndemo/\xff.py,,\n")
+    with open(os.path.join(os.fsencode(site / "demo"), b"\xff.py"), "wb") as fh:
+        fh.write(b"import os\n")
+    alarm(60)
+    rc, out, err = cli("env", "--python", py, "--isolated", "--no-cache", "--format", "json", "-j", "1")
+    assert rc in (0, 1), err
+    assert json.loads(out)["stats"]["members"] >= 3

@@ -215,7 +215,7 @@ class Finding:
         member = _stable_member(loc.member or "")
         key = _stable_member(self.key) if self.key else self.message
         parts = [self.code, artifact, member, loc.symbol or "", key]
-        return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
+        return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:32]  # names are bytes too
 
 
 _META_DIR = re.compile(r"(^|/)([^/]+?)-[^/-]+\.(dist-info|data|egg-info)(?=/|$)")

@@ -78,13 +78,28 @@ def file_identity(st: os.stat_result) -> str:
     return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 
 
+def key_text(path: str) -> str:
+    """A member path as it goes into a content key: always encodable (the cache is SQLite, text is UTF-8).
+
+    Names are data: a file name that is not UTF-8 arrives with surrogate
+    escapes, and stays a member like any other.  The other parts of every key
+    (an inode, an offset) already keep two members apart, so the spelling only
+    has to be encodable and stable.
+    """
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        return "bytes:" + path.encode("utf-8", "surrogateescape").hex()
+
+
 def stat_key(st: os.stat_result, path: str = "") -> str:
     """Content key of a file on disk: :func:`file_identity` of its stat.
 
     ``path`` (the member's path) keeps hard links of one inode apart, since
     facts may record where a file is.
     """
-    return f"stat:{file_identity(st)}:{path}"
+    return f"stat:{file_identity(st)}:{key_text(path)}"
 
 
 def read_regular(path: str, limit: int = 1 << 20) -> bytes | None:

@@ -14,7 +14,7 @@ import zipfile
 import zlib
 from typing import IO
 
-from cuaudit.inputs import Artifact, classify, file_identity, unsafe_member_name
+from cuaudit.inputs import Artifact, classify, file_identity, key_text, unsafe_member_name
 from cuaudit.inputs.wheel import MAX_ENTRIES, MAX_MEMBER_SIZE, MAX_RATIO, MIN_RATIO_SIZE, ZipArtifact
 from cuaudit.model import ArtifactKind, ArtifactRef, Member
 
@@ -144,7 +144,7 @@ class TarSdist(Artifact):
             self.problem("CU002" if is_tar else "CU006",
                          f"{os.path.basename(path)}: {'corrupt or truncated' if is_tar else 'not a'} tar archive ({exc})")
             return []
-        return [Member(p, classify(p), len(b), f"sdist:{digest}:{p}") for p, b in sorted(data.items())]
+        return [Member(p, classify(p), len(b), f"sdist:{digest}:{key_text(p)}") for p, b in sorted(data.items())]
 
     def _read_all(self) -> dict[str, bytes]:
         """One sequential pass (a compressed tar cannot seek back cheaply)."""

@@ -8,7 +8,7 @@ import zipfile
 from typing import IO
 
 from cuaudit.inputs._zip_member import MemberStream, ZipEntry
-from cuaudit.inputs import Artifact, classify, file_identity, is_symlink_mode, unsafe_member_name
+from cuaudit.inputs import Artifact, classify, file_identity, is_symlink_mode, key_text, unsafe_member_name
 from cuaudit.model import ArtifactKind, ArtifactRef, Member
 
 #: A member whose declared size is above this is not read (zip bombs).
@@ -202,7 +202,7 @@ class ZipArtifact(Artifact):
             # ctime: a different or rewritten file never matches), then the
             # member's whole path (extractors may record where a file is; two
             # empty `__init__.py` share CRC and sizes), CRC, sizes and offset.
-            key = (f"zip:{self._identity}:{info.header_offset}:{path}:{info.CRC:08x}:"
+            key = (f"zip:{self._identity}:{info.header_offset}:{key_text(path)}:{info.CRC:08x}:"
                    f"{info.file_size}:{info.compress_size}")
             members.append(Member(path, classify(path), info.file_size, key))
         return members
