@@ -127,17 +127,21 @@ def test_malformed_working_directory_configuration_is_a_usage_error(tmp_path, mo
     assert rc == 2 and message in err, err
 
 
-@pytest.mark.parametrize("text", [
-    '[project]\nname = "p"\nproject = 1\n',
-    'project = "not a table"\n',
-    'project = [1, 2]\n',
-    "x = " + "[" * 3000 + "]" * 3000 + "\n",
+@pytest.mark.parametrize("text, codes", [
+    ('[project]\nname = "p"\ndependencies = 5\noptional-dependencies = 3\n', []),
+    ('[project]\nname = "p"\n[project.optional-dependencies]\nx = 1\n', []),
+    ('project = "not a table"\n', ["CU007"]),
+    ('project = [1, 2]\n', ["CU007"]),
+    ('build-system = 1\n', ["CU007"]),
+    ('[tool.hatch]\nbuild = 1\n', []),
+    ('[tool.hatch.build]\ntargets = 1\n', []),
+    ("x = " + "[" * 3000 + "]" * 3000 + "\n", ["CU007"]),
+    ("[tool.scikit-build]\nx = " + "[" * 200 + "]" * 200 + "\n", []),
 ])
-def test_malformed_pyproject_in_an_audited_tree_never_crashes(tmp_path, cli, text):
+def test_malformed_pyproject_in_an_audited_tree_is_cu007_never_a_crash(tmp_path, cli, text, codes):
     tree = make_tree(tmp_path / "proj", {"pyproject.toml": text, "m.py": "import os\n"})
-    rc, out, err = cli("check", tree, "--isolated", "--no-cache", "--format", "json")
-    assert rc in (0, 1), err
-    json.loads(out)
+    rc, out, err = cli("check", tree, "--isolated", "--no-cache", "--format", "json", "--select", "CU0", "-j", "1")
+    assert [f["code"] for f in json.loads(out)["findings"]] == codes, out
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")

@@ -745,18 +745,20 @@ def _cmake(text: str) -> BuildScript:
 def _pyproject(text: str) -> BuildScript:
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):
         return BuildScript("pyproject")  # CU007 is the input family's (invalid-project-file)
     tool = data.get("tool", {}) if isinstance(data.get("tool"), dict) else {}
     archs: list[HostArch] = []
 
-    def strings(value, key=""):
+    def strings(value, key="", depth=0):
+        if depth > 32:  # build settings are shallow; a deeper nest is not one
+            return
         if isinstance(value, dict):
             for k, v in value.items():
-                yield from strings(v, str(k))
+                yield from strings(v, str(k), depth + 1)
         elif isinstance(value, list):
             for v in value:
-                yield from strings(v, key)
+                yield from strings(v, key, depth + 1)
         elif isinstance(value, str):
             yield key, value
 
@@ -772,7 +774,9 @@ def _pyproject(text: str) -> BuildScript:
                 archs.append(HostArch(label, value, Span(line, col, line, col + len(needle)), ("CMAKE_CUDA_ARCHITECTURES",)))
     hooks = []
     hatch = tool.get("hatch", {}) if isinstance(tool.get("hatch"), dict) else {}
-    for where in (hatch.get("build", {}), hatch.get("build", {}).get("targets", {}).get("wheel", {}) if isinstance(hatch.get("build"), dict) else {}):
+    build = hatch.get("build", {})
+    targets = build.get("targets", {}) if isinstance(build, dict) else {}
+    for where in (build, targets.get("wheel", {}) if isinstance(targets, dict) else {}):
         if isinstance(where, dict) and isinstance(where.get("hooks"), dict):
             custom = where["hooks"].get("custom")
             if isinstance(custom, dict):

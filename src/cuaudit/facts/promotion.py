@@ -883,9 +883,12 @@ class PromotionRequirementsExtractor(Extractor):
             except Exception as exc:  # noqa: BLE001 - reported by the tree input as CU007 too
                 raise InputError("CU007", f"{reader.path}: not valid TOML: {exc}") from exc
             project = data.get("project", {}) if isinstance(data, dict) else {}
-            reqs += [r for r in project.get("dependencies", []) or [] if isinstance(r, str)]
-            for group in (project.get("optional-dependencies", {}) or {}).values():
-                reqs += [r for r in group or [] if isinstance(r, str)]
+            project = project if isinstance(project, dict) else {}  # not a table: the pyproject extractor's CU007
+            deps = project.get("dependencies", [])
+            reqs += [r for r in deps if isinstance(r, str)] if isinstance(deps, list) else []
+            groups = project.get("optional-dependencies", {})
+            for group in groups.values() if isinstance(groups, dict) else ():
+                reqs += [r for r in group if isinstance(r, str)] if isinstance(group, list) else []
         elif base == "setup.cfg":
             import configparser
 

@@ -59,10 +59,18 @@ class PyProjectExtractor(Extractor):
     def extract(self, reader: MemberReader) -> PyProject:
         text = reader.text(limit=4 * 1024 * 1024)
         try:
-            return PyProject(tomllib.loads(text))
+            table = tomllib.loads(text)
+        except RecursionError:
+            raise InputError("CU007", f"{reader.path}: not valid TOML: nested too deeply") from None
         except tomllib.TOMLDecodeError as exc:
             detail: dict[str, Any] = {"error": str(exc)}
             m = _POSITION.search(str(exc))
             if m:
                 detail["line"], detail["column"] = int(m.group(1)), int(m.group(2))
             raise InputError("CU007", f"{reader.path}: not valid TOML: {exc}", **detail) from None
+        for key in ("project", "build-system", "tool"):
+            if key in table and not isinstance(table[key], dict):
+                # every build front end stops on it as it would on a syntax error
+                raise InputError("CU007", f"{reader.path}: [{key}] must be a table, not a {type(table[key]).__name__}",
+                                 key=key)
+        return PyProject(table)
