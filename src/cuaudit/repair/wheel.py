@@ -49,7 +49,17 @@ class RepairResult:
 
 
 def remove_needed(data: bytes, names: set[str] | frozenset[str], path: str = "") -> tuple[bytes, list[str]]:
-    """``data`` with the DT_NEEDED entries naming ``names`` removed; and the names removed."""
+    """``data`` with the DT_NEEDED entries naming ``names`` removed; and the names removed.
+
+    A malformed file is an InputError (CU005), never another exception.
+    """
+    try:
+        return _remove_needed(data, names, path)
+    except (struct.error, IndexError, ValueError, OverflowError) as exc:
+        raise InputError("CU005", f"{path}: malformed ELF file ({exc}); not edited") from None
+
+
+def _remove_needed(data: bytes, names: set[str] | frozenset[str], path: str) -> tuple[bytes, list[str]]:
     if data[:4] != b"\x7fELF":
         raise InputError("CU006", f"{path}: not an ELF file")
     L = _Layout(data[4], data[5] == 1)
@@ -118,7 +128,11 @@ def rewrite_wheel(wheel: str, removals: list[Removal], out_dir: str | None, *, d
                 continue
             with art.open_member(info.filename) as fh:  # bounded, CRC checked
                 data = fh.read()
-            new, removed = remove_needed(data, set(r.libraries), info.filename)
+            try:
+                new, removed = remove_needed(data, set(r.libraries), info.filename)
+            except InputError:
+                result.skipped.append(info.filename)  # a member it cannot parse is copied unchanged
+                continue
             if removed:
                 edited[info.filename] = new
                 result.removals.append(Removal(info.filename, tuple(removed), r.reasons))
