@@ -652,3 +652,29 @@ def test_record_and_dist_info_names_that_are_not_utf8(tmp_path, cli, alarm):
     rc, out, err = cli("env", "--python", py, "--isolated", "--no-cache", "--format", "json", "-j", "1")
     assert rc in (0, 1), err
     assert json.loads(out)["stats"]["members"] >= 3
+
+
+# -- found by the fuzzing campaign (fuzz/fuzz_zip.py) ------------------------------------------------
+
+
+def test_a_zip_needing_an_unknown_version_to_extract_is_cu002(tmp_path):
+    import struct
+
+    from cuaudit.inputs.wheel import WheelArtifact
+
+    path = raw_zip(tmp_path / "demo-1.0-py3-none-any.whl", [("demo/x.py", 0, b"x", zlib_crc(b"x"), 1)])
+    data = bytearray(path.read_bytes())
+    central = data.index(b"PK\x01\x02")
+    struct.pack_into("<H", data, central + 6, 209)  # "version needed to extract: 20.9": zipfile raises NotImplementedError
+    path.write_bytes(bytes(data))
+    art = WheelArtifact(str(path))
+    assert art.members == [] and [p.code for p in art.problems] == ["CU002"]
+
+
+def test_a_zip_member_with_an_empty_name_is_cu003(tmp_path):
+    from cuaudit.inputs.wheel import WheelArtifact
+
+    path = raw_zip(tmp_path / "demo-1.0-py3-none-any.whl", [("", 0, b"x", zlib_crc(b"x"), 1),
+                                                            ("demo/x.py", 0, b"x", zlib_crc(b"x"), 1)])
+    art = WheelArtifact(str(path))
+    assert [m.path for m in art.members] == ["demo/x.py"] and [p.code for p in art.problems] == ["CU003"]

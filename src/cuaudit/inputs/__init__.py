@@ -182,6 +182,8 @@ class Artifact:
 
 def unsafe_member_name(name: str) -> str | None:
     """Why an archive member name must never be used as a path, or None."""
+    if not name:
+        return "is empty"
     if "\x00" in name:
         return "contains a NUL byte"
     if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name):

@@ -125,7 +125,8 @@ class ZipArtifact(Artifact):
             self._identity = file_identity(os.stat(path))
             zf = self._zip()
             infos = zf.infolist()
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError, struct.error) as exc:
+            # NotImplementedError: zipfile's answer to a "version needed to extract" it does not know
             self.problem("CU002", f"{os.path.basename(path)}: corrupt or truncated zip ({exc})")
             return []
         return self._members_from(infos, os.path.getsize(path))
@@ -141,7 +142,7 @@ class ZipArtifact(Artifact):
         # are flagged: in Fifield's overlapping bomb the first entry, whose data
         # covers all the others, is the one that inflates the most.
         spans = sorted((i.header_offset, i.header_offset + 30 + len(i.orig_filename)
-                        + i.compress_size, i.filename) for i in infos if not i.is_dir())
+                        + i.compress_size, i.filename) for i in infos if not i.filename.endswith("/"))
         overlapping: set[str] = set()
         reach, owner = -1, ""
         for start, end, name in spans:
@@ -151,7 +152,7 @@ class ZipArtifact(Artifact):
                 reach, owner = end, name
         for info in infos:
             name = info.filename
-            if info.is_dir():
+            if info.filename.endswith("/"):
                 continue
             why = unsafe_member_name(name)
             if why:

@@ -190,7 +190,7 @@ def _sound_wheel(wheel: str):
 
 def _copy_members(src, art, infos, dst, edited, record_name, record) -> None:
     for info in infos:
-        if not info.is_dir() and info.filename not in edited and info.filename != record_name:
+        if not info.filename.endswith("/") and info.filename not in edited and info.filename != record_name:
             # a copied member's bytes must be the ones its CRC-32 names (raw copies do not inflate)
             try:
                 with art.open_member(info.filename) as fh:
@@ -208,7 +208,7 @@ def _copy_members(src, art, infos, dst, edited, record_name, record) -> None:
         elif info.filename == record_name and record is not None:
             dst.writestr(zi, record)
         elif not _copy_raw(src, info, dst):
-            with (src.open(info) if info.is_dir() else art.open_member(info.filename)) as fin, \
+            with (src.open(info) if info.filename.endswith("/") else art.open_member(info.filename)) as fin, \
                     dst.open(zi, "w", force_zip64=info.file_size > 2**31) as fout:
                 shutil.copyfileobj(fin, fout, 1 << 20)
 
