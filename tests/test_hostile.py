@@ -678,3 +678,24 @@ def test_a_zip_member_with_an_empty_name_is_cu003(tmp_path):
                                                             ("demo/x.py", 0, b"x", zlib_crc(b"x"), 1)])
     art = WheelArtifact(str(path))
     assert [m.path for m in art.members] == ["demo/x.py"] and [p.code for p in art.problems] == ["CU003"]
+
+
+def test_every_budget_is_documented_and_configurable_from_the_environment_only(tmp_path, monkeypatch):
+    import importlib
+
+    from cuaudit.inputs import budgets
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "security.md").read_text()
+    for name in budgets.BUDGETS:
+        assert f"`{name}`" in doc, name
+    monkeypatch.setenv("CUAUDIT_BUDGET_ENTRIES", "2K")
+    assert budgets.budget("ENTRIES") == 2048
+    monkeypatch.setenv("CUAUDIT_BUDGET_ENTRIES", "-5")
+    assert budgets.budget("ENTRIES") == 400_000
+    from cuaudit import config as cfg
+    from cuaudit.model import ConfigError
+
+    p = tmp_path / "pyproject.toml"
+    p.write_text("[tool.cuaudit]\nbudget-entries = 1\n")
+    with pytest.raises(ConfigError, match="unknown key"):
+        cfg.load(config_file=str(p), environ={})

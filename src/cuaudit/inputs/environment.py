@@ -20,13 +20,14 @@ from importlib import metadata
 from typing import IO
 
 from cuaudit.inputs import Artifact, classify, read_regular, stat_key
+from cuaudit.inputs.budgets import budget
 from cuaudit.inputs.process import BoundExceeded, run_bounded
 from cuaudit.model import ArtifactKind, ArtifactRef, EnvironmentInfo, Member
 
 #: a RECORD longer than this is read only this far
-MAX_RECORD = 64 * 1024**2
+MAX_RECORD = budget("RECORD")
 #: an editable install's source folder with more files than this is not walked further
-MAX_EDITABLE_FILES = 100_000
+MAX_EDITABLE_FILES = budget("EDITABLE_FILES")
 
 #: Environment variables that decide where libraries are found.
 ENVIRON_KEYS = ("LD_LIBRARY_PATH", "LD_PRELOAD", "CUDA_HOME", "CUDA_PATH", "CONDA_PREFIX", "PATH", "VIRTUAL_ENV")

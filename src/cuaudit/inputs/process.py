@@ -16,8 +16,10 @@ import subprocess
 import time
 from dataclasses import dataclass
 
+from cuaudit.inputs.budgets import budget
+
 #: the most bytes of stdout plus stderr read from one run
-MAX_OUTPUT = 16 * 1024**2
+MAX_OUTPUT = budget("PROCESS_OUTPUT")
 
 
 class BoundExceeded(Exception):

@@ -15,6 +15,7 @@ import zlib
 from typing import IO
 
 from cuaudit.inputs import Artifact, classify, file_identity, key_text, unsafe_member_name
+from cuaudit.inputs.budgets import budget
 from cuaudit.inputs.wheel import MAX_ENTRIES, MAX_MEMBER_SIZE, MAX_RATIO, MIN_RATIO_SIZE, ZipArtifact
 from cuaudit.model import ArtifactKind, ArtifactRef, Member
 
@@ -22,17 +23,17 @@ _TAR_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar")
 #: Members of a tar sdist are kept in memory after one sequential pass (a
 #: compressed tar cannot seek back cheaply); only those we may analyse, and
 #: only up to this size each.
-MAX_TAR_MEMBER = 64 * 1024**2
+MAX_TAR_MEMBER = budget("TAR_MEMBER")
 
 
 #: ... and no more than this in all: the rest is listed as skipped (CU004).
-MAX_TAR_HELD = 512 * 1024**2
+MAX_TAR_HELD = budget("TAR_HELD")
 #: A GNU long name / long link or a pax header larger than this ends the
 #: listing (CU004): tarfile reads one whole into memory before the member.
-MAX_TAR_HEADER = 1024**2
+MAX_TAR_HEADER = budget("TAR_HEADER")
 #: ... and so does a chain of more extension headers than this before one
 #: member (tarfile follows the chain recursively).
-MAX_TAR_HEADER_CHAIN = 16
+MAX_TAR_HEADER_CHAIN = budget("TAR_HEADER_CHAIN")
 
 
 class _TarBudget(tarfile.TarError):

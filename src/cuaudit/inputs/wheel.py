@@ -7,19 +7,20 @@ import struct
 import zipfile
 from typing import IO
 
+from cuaudit.inputs.budgets import budget
 from cuaudit.inputs._zip_member import MemberStream, ZipEntry
 from cuaudit.inputs import Artifact, classify, file_identity, is_symlink_mode, key_text, unsafe_member_name
 from cuaudit.model import ArtifactKind, ArtifactRef, Member
 
 #: A member whose declared size is above this is not read (zip bombs).
-MAX_MEMBER_SIZE = 8 * 1024**3
+MAX_MEMBER_SIZE = budget("MEMBER_SIZE")
 #: ... nor one that inflates more than this ratio once past MIN_RATIO_SIZE.
-MAX_RATIO = 1000
-MIN_RATIO_SIZE = 64 * 1024**2
+MAX_RATIO = budget("RATIO")
+MIN_RATIO_SIZE = budget("RATIO_FROM")
 
 
 #: An archive declaring more entries than this is not listed (torch 2.8.0 has 12,098).
-MAX_ENTRIES = 400_000
+MAX_ENTRIES = budget("ENTRIES")
 
 
 def _declared_entries(path: str) -> int:
