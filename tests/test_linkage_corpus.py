@@ -1,4 +1,4 @@
-"""CU2xx and `cuaudit repair` on the real public artifacts (../shared/corpus)."""
+"""CU2xx and `cuaudit repair` on the real public artifacts (tests/corpus.toml)."""
 
 from __future__ import annotations
 

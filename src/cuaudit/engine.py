@@ -280,6 +280,15 @@ class Extraction:
             self._accept(artifacts, i, path, name, ok, value, new, keys)
 
     def _accept(self, artifacts, i, path, name, ok, value, new, keys=None) -> None:
+        if ok and isinstance(value, facts_registry.WithProblems):
+            if new is not None and keys is not None:
+                new.append((keys[(i, path, name)], value))  # cached with its problems
+            for code, message, evidence in value.problems:
+                self._accept(artifacts, i, path, name, False, (code, message, dict(evidence)), None)
+            value, new = value.value, None
+            if value is not None:
+                self.facts[(i, path, name)] = value
+            return
         if ok:
             if value is not None:
                 self.facts[(i, path, name)] = value
@@ -405,12 +414,10 @@ def audit(
     """
     started = time.perf_counter()
     config = config or Config()
+    rules_registry.validate_config(config)
     selected = [cls for cls in rules_registry.select(config.selected, config.ignored)]
     runnable = [cls() for cls in selected if not cls.emitted_by_engine]
-    # Engine-emitted rules (CU0xx) may need extractors too: CU007 is raised
-    # by the pyproject extractor, so it runs when CU007 is selected.
-    gathered = gather(paths, env=env, config=config, extractors={n for cls in selected for n in cls.needs},
-                      progress=progress)
+    gathered = gather(paths, env=env, config=config, extractors=extractors_for(selected), progress=progress)
     artifacts, environment, extraction = gathered.artifacts, gathered.environment, gathered.extraction
     probes: list[ProbeRecord] = []
     ctx = RuleContext(config, artifacts, extraction.facts, environment, probes)
@@ -451,6 +458,22 @@ def audit(
         baselined=baselined,
         command=command,
     )
+
+
+def extractors_for(selected: Sequence[type]) -> set[str]:
+    """The extractors an audit with these rules runs: what the selected rules need,
+    and the format check whenever any CU0xx rule is selected.
+
+    The format check parses every member that has a format (sharing that one
+    parse with the other extractors of the pass), so whether a member is
+    reported unreadable never depends on which other rules were selected.
+    (CU009, "not supported by an analysis", is reported for the analyses that
+    ran, whichever rule asked for them.)
+    """
+    names = {n for cls in selected for n in cls.needs}
+    if any(cls.code.startswith("CU0") for cls in selected):
+        names.add("format")
+    return names
 
 
 def _list_safely(art: Artifact) -> None:

@@ -66,7 +66,11 @@ def config_from_args(args: argparse.Namespace) -> Any:
         overrides["cache"] = False
     if args.probe:
         overrides["probe"] = True
-    return config.load(config_file=args.config, isolated=args.isolated, overrides=overrides)
+    loaded = config.load(config_file=args.config, isolated=args.isolated, overrides=overrides)
+    from cuaudit.rules import validate_config
+
+    validate_config(loaded)  # a selector that matches no rule, an unknown option: exit 2 before any work
+    return loaded
 
 
 def use_color(args: argparse.Namespace, stream: Any) -> bool:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import ast
 import re
-import tomllib
+from cuaudit.compat import tomllib
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 

@@ -10,7 +10,7 @@ stop on it too (``pip install`` of such an sdist fails before building).
 from __future__ import annotations
 
 import re
-import tomllib
+from cuaudit.compat import tomllib
 from dataclasses import dataclass
 from typing import Any, Mapping
 

@@ -7,7 +7,7 @@ import os
 import stat
 from typing import IO, Iterable
 
-from cuaudit.inputs import Artifact, classify, stat_key
+from cuaudit.inputs import Artifact, classify, read_regular, stat_key
 from cuaudit.model import ArtifactKind, ArtifactRef, Member
 
 #: Folders that are never part of the source (caches, VCS, virtual environments).
@@ -94,15 +94,12 @@ class TreeArtifact(Artifact):
 
 def _project_name(root: str) -> tuple[str, str]:
     """The project's name and version from pyproject.toml, when it states them."""
-    import tomllib
+    from cuaudit.compat import tomllib
 
-    path = os.path.join(root, "pyproject.toml")
+    data = read_regular(os.path.join(root, "pyproject.toml"), 4 * 1024**2)  # never a FIFO
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block the open forever
-            return "", ""
-        with open(path, "rb") as fh:
-            project = tomllib.load(fh).get("project", {})
-    except (OSError, ValueError, RecursionError):
+        project = tomllib.loads(data.decode("utf-8")).get("project", {}) if data is not None else {}
+    except (ValueError, RecursionError):
         return "", ""  # the pyproject extractor reports what is wrong with it
     if not isinstance(project, dict):
         return "", ""

@@ -183,6 +183,36 @@ def by_name_or_code(ident: str) -> type[Rule]:
     return get(ident)
 
 
+def family_options() -> dict[str, Mapping[str, Any]]:
+    """``[tool.cuaudit.<family>]`` tables: family module name -> its declared ``OPTIONS``."""
+    load_all()
+    import sys
+
+    out: dict[str, Mapping[str, Any]] = {}
+    for name in sorted({cls.__module__ for cls in _REGISTRY.values()}):
+        module = sys.modules[name]
+        out[name.rsplit(".", 1)[-1]] = dict(getattr(module, "OPTIONS", {}))
+    return out
+
+
+def allow_lists() -> dict[str, str]:
+    """``[tool.cuaudit.allow]`` names the families read (``ALLOW_LISTS``: name -> what it holds)."""
+    load_all()
+    import sys
+
+    out: dict[str, str] = {}
+    for name in sorted({cls.__module__ for cls in _REGISTRY.values()}):
+        out.update(getattr(sys.modules[name], "ALLOW_LISTS", {}))
+    return out
+
+
+def validate_config(config: Any) -> None:
+    """Check a configuration against the rules: selectors, family tables, allow-lists (ConfigError)."""
+    from cuaudit.config import validate
+
+    validate(config, codes=[c.code for c in all_rules()], families=family_options(), allow_lists=allow_lists())
+
+
 def matches(code: str, prefixes: Iterable[str]) -> bool:
     """``CU2`` selects CU2xx, ``CU201`` selects itself, ``ALL``/``CU`` everything."""
     return any(p == "ALL" or code.startswith(p) for p in prefixes)

@@ -25,6 +25,11 @@ from cuaudit.model import Applicability, ArtifactKind, Edit, Finding, Fix, Locat
 from cuaudit.analysis.module_tree import ModuleUniverse, Reach, build_universe, public_submodules
 from cuaudit.rules import Rule
 
+#: [tool.cuaudit.allow] lists this family reads
+ALLOW_LISTS = {
+    "submodule-traps": "submodules (globs of dotted names) meant to be imported explicitly, never CU102",
+}
+
 FACTS = "python_source"
 
 

@@ -26,6 +26,16 @@ from cuaudit.analysis.libraries import CudaCatalog, ld_so_cache, split_soname
 from cuaudit.analysis.loader import Resolution, Resolver
 from cuaudit.model import ArtifactKind, Finding, Fix, Location, Severity
 from cuaudit.rules import Rule
+from cuaudit.config import Option
+
+#: [tool.cuaudit.linkage] options (validated; documented in docs/configuration.md)
+OPTIONS = {
+    "with": Option(list, "wheels or library folders that supply needed libraries: evidence, not audited"),
+}
+#: [tool.cuaudit.allow] lists this family reads
+ALLOW_LISTS = {
+    "preload-libraries": "libraries whose DT_NEEDED entries are their purpose (preload shims), never CU201",
+}
 
 #: Known preload shims: libraries whose job is to be loaded, not to supply symbols.
 #: Not special-cased: users list theirs in [tool.cuaudit.allow] preload-libraries.
