@@ -699,3 +699,37 @@ def test_every_budget_is_documented_and_configurable_from_the_environment_only(t
     p.write_text("[tool.cuaudit]\nbudget-entries = 1\n")
     with pytest.raises(ConfigError, match="unknown key"):
         cfg.load(config_file=str(p), environ={})
+
+
+# -- hostile names, end to end (rendering is the report renderers'; these pin the whole path) ----------
+
+#: ESC sequence, CR LF that would start a forged finding line, a bidi override, bytes that are not UTF-8
+HOSTILE_NAME = b"\xff\x1b[31mred\r\nCU999 error forged\xe2\x80\xaeyp.py"
+_PENDING = pytest.mark.xfail(reason="report renderers escape names: the reports helper's change (src/cuaudit/report/)",
+                             strict=False)
+
+
+@pytest.fixture
+def hostile_tree(tmp_path):
+    tree = tmp_path / "t"
+    (tree / "pkg").mkdir(parents=True)
+    with open(os.path.join(os.fsencode(tree / "pkg"), HOSTILE_NAME), "wb") as fh:
+        fh.write(b"import concurrent\nx = concurrent.futures.Future\n")
+    return tree
+
+
+@pytest.mark.parametrize("fmt", ["json"] + [pytest.param(f, marks=_PENDING) for f in ("text", "github", "html", "sarif")])
+def test_a_hostile_name_never_crashes_a_report(hostile_tree, cli, fmt):
+    rc, out, err = cli("check", hostile_tree, "--isolated", "--no-cache", "--select", "CU104", "-f", fmt, "-j", "1")
+    assert rc == 1 and "internal error" not in err, err
+    if fmt == "json":
+        [f] = json.loads(out)["findings"]
+        assert f["location"]["member"].encode("utf-8", "surrogateescape") == b"pkg/" + HOSTILE_NAME
+
+
+@pytest.mark.parametrize("fmt", [pytest.param("text", marks=_PENDING), pytest.param("github", marks=_PENDING)])
+def test_a_hostile_name_never_reaches_the_terminal_raw(hostile_tree, cli, fmt):
+    rc, out, err = cli("check", hostile_tree, "--isolated", "--no-cache", "--select", "CU104", "-f", fmt, "-j", "1",
+                       "--color", "never")
+    assert "\x1b" not in out and "\u202e" not in out and "\r" not in out
+    assert not any(line.lstrip().startswith("CU999") for line in out.splitlines())
