@@ -731,5 +731,6 @@ def test_a_hostile_name_never_crashes_a_report(hostile_tree, cli, fmt):
 def test_a_hostile_name_never_reaches_the_terminal_raw(hostile_tree, cli, fmt):
     rc, out, err = cli("check", hostile_tree, "--isolated", "--no-cache", "--select", "CU104", "-f", fmt, "-j", "1",
                        "--color", "never")
+    assert rc == 1 and "CU104" in out, err
     assert "\x1b" not in out and "\u202e" not in out and "\r" not in out
     assert not any(line.lstrip().startswith("CU999") for line in out.splitlines())
