@@ -100,6 +100,20 @@ def _keep_going(test_one_input: Callable[[bytes], None], directory: str) -> Call
     return wrapped
 
 
+def read_archive(artifact_type, path: str, data: bytes) -> None:
+    """Write ``data`` to ``path``, list it as ``artifact_type`` and read every member to the end."""
+    with open(path, "wb") as fh:
+        fh.write(data)
+    art = artifact_type(path)
+    for m in art.members:
+        try:
+            with art.open_member(m.path) as fh:
+                while fh.read(1 << 20):
+                    pass
+        except EXPECTED:
+            pass
+
+
 def main(test_one_input: Callable[[bytes], None]) -> None:
     import atheris
 

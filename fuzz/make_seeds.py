@@ -15,6 +15,10 @@ import tarfile
 import tempfile
 import zipfile
 
+# the hand-written fat binary and ELF of the device-code tests (tests/ holds conftest.py too)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from test_devicecode import container, elf_with, entry  # noqa: E402
+
 C_SOURCE = r"""
 #include <math.h>
 #include <stdio.h>
@@ -42,34 +46,12 @@ def elf_seeds() -> list[bytes]:
 
 
 def fatbin_container() -> bytes:
-    def entry(kind: int, sm: int, payload: bytes) -> bytes:
-        return struct.pack("<HHIQIIHHIIIQQQ", kind, 0x101, 64, len(payload), 0, 0, 8, 1, sm, 0, 0, 0x11, 0, 0) + payload
-
-    body = entry(2, 80, b"\0" * 32) + entry(1, 90, b".version 8.0\n.target sm_90\n\0\0\0\0")
-    return struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(body)) + body
+    return container(entry(2, 80, payload=b"\0" * 32), entry(1, 90, payload=b".version 8.0\n.target sm_90\n\0\0\0\0"))
 
 
 def fatbin_elf() -> bytes:
-    """A minimal 64-bit ELF with one .nv_fatbin section (as tests/test_devicecode.py builds it)."""
-    sections = {".nv_fatbin": fatbin_container()}
-    names = b"\0" + b"".join(n.encode() + b"\0" for n in list(sections) + [".shstrtab"])
-    data = bytearray(64)
-    offsets = {}
-    for name, blob in sections.items():
-        data += b"\0" * (-len(data) % 8)
-        offsets[name] = len(data)
-        data += blob
-    str_off = len(data)
-    data += names + b"\0" * (-(len(data) + len(names)) % 8)
-    shoff = len(data)
-    shdrs = [bytes(64)]
-    for name, blob in sections.items():
-        shdrs.append(struct.pack("<IIQQQQIIQQ", names.index(name.encode() + b"\0"), 1, 2, 0, offsets[name], len(blob), 0, 0, 8, 0))
-    shdrs.append(struct.pack("<IIQQQQIIQQ", names.index(b".shstrtab\0"), 3, 0, 0, str_off, len(names), 0, 0, 1, 0))
-    data += b"".join(shdrs)
-    data[:64] = b"\x7fELF\x02\x01\x01" + b"\0" * 9 + struct.pack(
-        "<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, shoff, 0, 64, 56, 0, 64, len(shdrs), len(shdrs) - 1)
-    return bytes(data)
+    """A minimal 64-bit ELF with one .nv_fatbin section."""
+    return elf_with({".nv_fatbin": fatbin_container()})
 
 
 WHEEL_FILES = {
