@@ -88,6 +88,22 @@ def compile_so(directory: Path, name: str, source: str, *, libs: list[str] = (),
     return out
 
 
+def make_venv(base: Path, wheels: list[Path]) -> Path:
+    """A venv at ``base`` with ``wheels`` installed (``pip --no-deps --no-index``): its ``python``.
+
+    Built with a CPython 3.11 when a wheel is a cp311 build (the corpus wheels are),
+    so the same tests run whatever Python runs the suite.
+    """
+    python = corpus_python() if any("-cp311-" in Path(w).name for w in wheels) else sys.executable
+    subprocess.run([python, "-m", "venv", "--without-pip", str(base)], check=True, capture_output=True)
+    py = base / "bin" / "python"
+    proc = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps",
+                           "--no-index", *map(str, wheels)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.fail(f"could not install into a venv: {proc.stderr[-500:]}")
+    return py
+
+
 @pytest.fixture
 def wheel_factory(tmp_path: Path):
     def factory(name: str = "demo", version: str = "1.0", files: dict | None = None, **kw) -> Path:
@@ -155,6 +171,19 @@ def corpus() -> Path:
         if proc.returncode != 0:
             pytest.skip(f"the package index is unreachable, corpus download failed: {proc.stderr.strip()[-300:]}")
     return d
+
+
+def corpus_python() -> str:
+    """A CPython 3.11: the corpus wheels are cp311 builds, whatever Python runs the suite."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        from harness import NotAvailable, corpus_python as find
+    finally:
+        sys.path.pop(0)
+    try:
+        return find()
+    except NotAvailable as exc:
+        pytest.skip(str(exc))
 
 
 def corpus_file(corpus: Path, pattern: str) -> Path:

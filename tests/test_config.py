@@ -100,13 +100,14 @@ def test_every_documented_environment_variable_is_read():
         "CUAUDIT_EXTEND_IGNORE": "CU301", "CUAUDIT_FAIL_ON": "error", "CUAUDIT_TARGET_ARCHS": "sm_80, sm_90",
         "CUAUDIT_EXCLUDE": "build/*", "CUAUDIT_BASELINE": "b.json", "CUAUDIT_JOBS": "4", "CUAUDIT_CACHE": "0",
         "CUAUDIT_CACHE_DIR": "/tmp/x", "CUAUDIT_PROBE": "yes", "CUAUDIT_PROBE_TIMEOUT": "2.5",
+        "CUAUDIT_CACHE_MAX_SIZE": "2GB",
     }
     c = cfg.load(isolated=True, environ=env)
     assert (c.select, c.ignore, c.extend_select, c.extend_ignore) == (("CU2",), ("CU201",), ("CU3",), ("CU301",))
     assert c.selected == ("CU2", "CU3") and c.ignored == ("CU201", "CU301")
     assert c.fail_on is Severity.ERROR and c.target_archs == ("sm_80", "sm_90") and c.exclude == ("build/*",)
     assert c.baseline == "b.json" and c.jobs == 4 and c.cache is False and c.cache_dir == "/tmp/x"
-    assert c.probe is True and c.probe_timeout == 2.5
+    assert c.probe is True and c.probe_timeout == 2.5 and c.cache_max_size == 2 * 1024**3
     assert set(cfg.ENV_KEYS) == {k[len("CUAUDIT_"):].lower().replace("_", "-") for k in env}
 
 

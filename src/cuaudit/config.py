@@ -47,6 +47,8 @@ class Config:
     jobs: int = 0  # 0: one worker per CPU
     cache: bool = True
     cache_dir: str | None = None
+    #: the cache directory's size cap (facts and downloads), least recently used pruned first; 0: no cap
+    cache_max_size: int = 5 * 1024**3
     probe: bool = False
     probe_timeout: float = 60.0
     #: where the configuration came from (for reports and errors)
@@ -76,7 +78,7 @@ class Config:
 
 
 _LIST_KEYS = {"select", "ignore", "extend-select", "extend-ignore", "target-archs", "exclude"}
-_SCALAR_KEYS = {"fail-on", "baseline", "jobs", "cache", "cache-dir", "probe", "probe-timeout"}
+_SCALAR_KEYS = {"fail-on", "baseline", "jobs", "cache", "cache-dir", "cache-max-size", "probe", "probe-timeout"}
 _TABLE_KEYS = {"per-path-ignores", "severity", "allow"}
 
 
@@ -163,6 +165,11 @@ def apply(config: Config, values: Mapping[str, Any], where: str) -> Config:
                     raise ValueError
             except (TypeError, ValueError):
                 raise ConfigError(f"{where}: 'probe-timeout' must be a positive number of seconds") from None
+        elif key == "cache-max-size":
+            try:
+                changes[attr] = parse_size(value)
+            except ValueError:
+                raise ConfigError(f"{where}: 'cache-max-size' must be a size such as 5GB, 500MB or 0 (no cap)") from None
         elif key in ("cache", "probe"):
             changes[attr] = _as_bool(value, key, where)
         elif key in ("baseline", "cache-dir"):
@@ -308,18 +315,23 @@ def find_pyproject(start: str) -> str | None:
         d = parent
 
 
-def load_pyproject(path: str) -> Mapping[str, Any]:
+def load_toml(path: str) -> Mapping[str, Any]:
+    """A TOML file of the user's (configuration, survey spec); any problem is a ConfigError naming it."""
     try:
         if not os.path.isfile(path):  # a FIFO would block the open forever
             raise ConfigError(f"{path}: not a regular file")
         with open(path, "rb") as fh:
-            data = tomllib.load(fh)
+            return tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     except RecursionError:
         raise ConfigError(f"{path}: not valid TOML: nested too deeply") from None
     except OSError as exc:
         raise ConfigError(f"{path}: {exc.strerror or exc}") from None
+
+
+def load_pyproject(path: str) -> Mapping[str, Any]:
+    data = load_toml(path)
     tool = data.get("tool", {})
     if not isinstance(tool, Mapping):
         raise ConfigError(f"{path}: [tool] must be a table (it is {type(tool).__name__})")
@@ -332,8 +344,22 @@ def load_pyproject(path: str) -> Mapping[str, Any]:
 #: CUAUDIT_* variables, in pyproject spelling
 ENV_KEYS = (
     "select", "ignore", "extend-select", "extend-ignore", "fail-on", "target-archs", "exclude",
-    "baseline", "jobs", "cache", "cache-dir", "probe", "probe-timeout",
+    "baseline", "jobs", "cache", "cache-dir", "cache-max-size", "probe", "probe-timeout",
 )
+
+
+def parse_size(value: Any) -> int:
+    """Bytes from 5GB, 500 MB, 1.5GiB, 1048576 (decimal and binary units alike are powers of 1024)."""
+    if isinstance(value, bool):
+        raise ValueError(value)
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(value)
+        return value
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", str(value).lower())
+    if not m:
+        raise ValueError(value)
+    return int(float(m.group(1)) * 1024 ** " kmgt".index(m.group(2) or " "))
 
 
 def from_environ(environ: Mapping[str, str]) -> dict[str, Any]:

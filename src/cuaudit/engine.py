@@ -12,7 +12,7 @@ import zipfile
 import zlib
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 from cuaudit import facts as facts_registry
 from cuaudit import rules as rules_registry
@@ -34,6 +34,9 @@ from cuaudit.model import (
 )
 from cuaudit.store import FactStore, default_cache_dir
 
+if TYPE_CHECKING:  # pragma: no cover
+    from cuaudit.inputs.environment import Environment
+
 # Re-exported: these lived here before the finishing step and the rule context had modules of their own.
 __all__ = ["audit", "gather", "Report", "RuleContext", "ProbeRecord", "Extraction", "Gathered"]
 
@@ -43,8 +46,10 @@ PARALLEL_MIN_BYTES = 64 * 1024**2
 
 
 class Progress(Protocol):
-    def start(self, total: int, description: str) -> None: ...
-    def advance(self, n: int = 1) -> None: ...
+    """Bytes: ``total`` of the members to read (None: unknown), ``n`` read, the ``member`` just read."""
+
+    def start(self, total: int | None, description: str) -> None: ...
+    def advance(self, n: int = 1, member: str = "") -> None: ...
     def stop(self) -> None: ...
 
 
@@ -105,7 +110,10 @@ SHARED_READ_MAX = 64 * 1024**2
 
 
 def _shared_bytes(artifact: Artifact, member: Member, names: tuple[str, ...]) -> bytes | None:
-    if len(names) < 2 or member.size > SHARED_READ_MAX or artifact.fs_path(member.path) is not None:
+    if member.size > SHARED_READ_MAX or artifact.fs_path(member.path) is not None:
+        return None
+    # ELF passes that read a prefix or stream once through the shared image do not count
+    if sum(facts_registry.get(n).reads_whole(member) for n in names) < 2:
         return None
     try:
         with artifact.open_member(member.path) as fh:
@@ -253,7 +261,7 @@ class Extraction:
                     # The workers are forked by now: the progress bar's refresh
                     # thread starts after, so no child inherits its locks.
                     if self.progress:
-                        self.progress.start(total_tasks, "Extracting facts")
+                        self.progress.start(total_bytes, "Extracting facts")
                     for i, chunk, fut in futures:
                         try:
                             results = fut.result()
@@ -261,14 +269,14 @@ class Extraction:
                             results = _extract_group(artifacts[i], chunk)
                         self._collect(artifacts, i, results, keys, new)
                         if self.progress:
-                            self.progress.advance(len(chunk))
+                            self.progress.advance(sum(m.size for m, _ in chunk), chunk[-1][0].path)
             else:
                 if self.progress:
-                    self.progress.start(total_tasks, "Extracting facts")
+                    self.progress.start(total_bytes, "Extracting facts")
                 for i, chunk in groups:
                     self._collect(artifacts, i, _extract_group(artifacts[i], chunk), keys, new)
                     if self.progress:
-                        self.progress.advance(len(chunk))
+                        self.progress.advance(sum(m.size for m, _ in chunk), chunk[-1][0].path)
         finally:
             _FORKED = None  # noqa: F841 - see the global statement above
             if self.progress:
@@ -352,29 +360,30 @@ class Gathered:
 def gather(
     paths: Iterable[str | os.PathLike | Artifact] = (),
     *,
-    env: str | bool | None = None,
+    env: "str | bool | Environment | None" = None,
     config: Config,
     extractors: Iterable[str],
     progress: Progress | None = None,
 ) -> Gathered:
     """Resolve inputs (and an environment), list them, and extract the named facts.
 
-    ``env``: ``True`` for the current interpreter's environment, or the path of another
-    ``python``.  Probe extractors run only with ``config.probe``.
+    ``env``: ``True`` for the current interpreter's environment, the path of another
+    ``python``, or an :class:`~cuaudit.inputs.environment.Environment` already loaded.  Probe extractors run only with ``config.probe``.
     """
     from cuaudit.inputs import resolve
-    from cuaudit.inputs.environment import InterpreterError, load_environment
+    from cuaudit.inputs.environment import Environment, InterpreterError, load_environment
 
     paths = list(paths)
     specs = [os.fspath(p) for p in paths if isinstance(p, (str, os.PathLike))]
     artifacts: list[Artifact] = [p for p in paths if isinstance(p, Artifact)]
-    artifacts += resolve(specs, exclude=config.exclude, cache_dir=config.cache_dir)
+    artifacts += resolve(specs, exclude=config.exclude, cache_dir=config.cache_dir, progress=progress)
     environment: EnvironmentInfo | None = None
     problems: list[Finding] = []
     if env:
         python = env if isinstance(env, str) else None
         try:
-            loaded = load_environment(python)
+            # an Environment already loaded (and narrowed to some distributions: `explain`)
+            loaded = env if isinstance(env, Environment) else load_environment(python)
             environment = loaded.info
             artifacts += loaded.distributions
         except InterpreterError as exc:
@@ -400,7 +409,7 @@ def gather(
 def audit(
     paths: Iterable[str | Artifact] = (),
     *,
-    env: str | bool | None = None,
+    env: "str | bool | Environment | None" = None,
     config: Config | None = None,
     progress: Progress | None = None,
     command: str = "check",

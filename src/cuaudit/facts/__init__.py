@@ -22,6 +22,7 @@ from typing import IO, TYPE_CHECKING, Any, ClassVar
 from cuaudit.model import InputError, Member
 
 if TYPE_CHECKING:  # pragma: no cover
+    from cuaudit.formats.elf import ElfImage
     from cuaudit.formats.python import PythonModule
     from cuaudit.formats.toml import TomlDocument
 
@@ -99,6 +100,26 @@ class MemberReader:
 
         return self._format("toml", lambda: parse_toml(self.read(MAX_TOML_BYTES + 1), self.path))
 
+    def elf(self) -> "ElfImage":
+        """The member as one ELF image (see formats/elf.py), over the bytes in hand.
+
+        Shared bytes when the engine inflated the member for several extractors,
+        a mapping of a file on disk, or else a forward-only stream of the archive
+        member that the passes read as far as they need (the linking view stops
+        at the last dynamic table).
+        """
+        from cuaudit.formats import elf
+
+        def parse() -> "ElfImage":
+            if self._data is not None:
+                return elf.image_of_bytes(self._data, self.path)
+            fs_path = self.fs_path
+            if fs_path is not None:
+                return elf.image_of_bytes(elf.map_file(fs_path), self.path)
+            return elf.image_of_stream(self.open, self.member.size, self.path)
+
+        return self._format("elf", parse)
+
     def text(self, limit: int = 16 * 1024 * 1024) -> str:
         """The member as text (UTF-8, BOM and PEP 263 declarations honoured)."""
         data = self.read(limit + 1)
@@ -145,6 +166,13 @@ class Extractor:
 
     def applies(self, member: Member) -> bool:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    @classmethod
+    def reads_whole(cls, member: Member) -> bool:
+        """Whether this extractor reads all of ``member`` (or at random): the engine inflates an
+        archive member once for several such extractors.  ELF passes that read a prefix, or go
+        once front to back through the member's shared image, say False."""
+        return True
 
     def extract(self, reader: MemberReader) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -1,7 +1,7 @@
 """The format check: the framework's own pass that turns unreadable members into CU0xx.
 
 It runs on every member that has a format (Python sources, TOML files, ELF
-images once ``formats/elf.py`` provides them) whenever any CU0xx rule is
+images: headers that fit the file and the dynamic loader's view, CU005) whenever any CU0xx rule is
 selected, whatever other rules are: a file with ``def (:`` is CU006 under
 ``--select CU0`` as under ``--select CU4,CU0``.  It shares the member's one
 parse with the extractors of the same pass (``MemberReader`` keeps it), so it
@@ -22,18 +22,27 @@ def format_of(member: Member) -> str | None:
         return "python"
     if member.path.endswith(".toml") and member.path.rsplit("/", 1)[-1] == "pyproject.toml":
         return "toml"
+    if member.kind is MemberKind.ELF:
+        return "elf"
     return None
 
 
 class FormatCheck(Extractor):
     name = "format"
-    version = 1
+    version = 2
+
+    @classmethod
+    def reads_whole(cls, member: Member) -> bool:
+        return format_of(member) != "elf"  # an ELF image is checked from its prefix
 
     def applies(self, member: Member) -> bool:
         return format_of(member) is not None
 
     def extract(self, reader: MemberReader) -> None:
         kind = format_of(reader.member)
+        if kind == "elf":
+            reader.elf().check()  # raises CU005 (CU006: not ELF at all) for this member
+            return None
         parsed = reader.python() if kind == "python" else reader.toml()
         error = parsed.error
         if error is not None:

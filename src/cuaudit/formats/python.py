@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import io
+import re
 import tokenize
 from dataclasses import dataclass, field
 
@@ -37,6 +38,16 @@ class PythonModule:
     def ok(self) -> bool:
         return self.error is None
 
+    def column(self, line: int, byte_offset: int) -> int:
+        """The 1-based character column of an ``ast`` position (a 0-based UTF-8 byte offset)."""
+        if 1 <= line <= len(self.lines):
+            return len(self.lines[line - 1].encode("utf-8")[:byte_offset].decode("utf-8", "replace")) + 1
+        return byte_offset + 1
+
+    def offset(self, line: int, column: int) -> int:
+        """The index in ``text`` of a 1-based line and 0-based character column (libcst's positions)."""
+        return line_starts(self.text)[line - 1] + column
+
 
 def decode_source(data: bytes, path: str) -> str:
     """The text of a Python source as the interpreter decodes it; InputError CU006 if it cannot."""
@@ -62,11 +73,23 @@ def source_lines(text: str) -> tuple[str, ...]:
     return tuple(lines)
 
 
+def line_starts(text: str) -> list[int]:
+    """Where each line of ``text`` starts, lines ending where ``source_lines`` ends them."""
+    return [0] + [m.end() for m in _LINE_END.finditer(text)]
+
+
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
 def parse_python(data: bytes, path: str) -> PythonModule:
     """Decode and parse; raises InputError for what is not Python text at all."""
     if len(data) > MAX_SOURCE_BYTES:
         raise InputError("CU004", f"{path}: larger than {MAX_SOURCE_BYTES} bytes, not read as Python source")
-    text = decode_source(data, path)
+    return parse_python_text(decode_source(data, path), path)
+
+
+def parse_python_text(text: str, path: str = "<source>") -> PythonModule:
+    """Parse source that is already text (what ``parse_python`` does after decoding)."""
     lines = source_lines(text)
     try:
         tree = ast.parse(text, filename=path, type_comments=False)

@@ -23,6 +23,8 @@ class TomlDocument:
     path: str
     table: Mapping[str, Any] = field(default_factory=dict)
     error: FormatError | None = None
+    #: the decoded text (positions of values: tomllib keeps none)
+    text: str = field(default="", repr=False)
 
 
 def loads(text: str) -> dict[str, Any]:
@@ -38,8 +40,8 @@ def parse_toml(data: bytes, path: str) -> TomlDocument:
     except UnicodeDecodeError as exc:
         raise InputError("CU006", f"{path}: not valid UTF-8 text ({exc})") from None
     try:
-        return TomlDocument(path, tomllib.loads(text))
+        return TomlDocument(path, tomllib.loads(text), None, text)
     except (tomllib.TOMLDecodeError, RecursionError, ValueError) as exc:
         m = _POSITION.search(str(exc))
         line, col = (int(m.group(1)), int(m.group(2))) if m else (None, None)
-        return TomlDocument(path, {}, FormatError("CU007", f"{path}: not valid TOML: {exc}", line, col))
+        return TomlDocument(path, {}, FormatError("CU007", f"{path}: not valid TOML: {exc}", line, col), text)
