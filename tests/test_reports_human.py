@@ -22,7 +22,7 @@ from cuaudit.finish import Report
 from cuaudit.model import ArtifactKind, ArtifactRef, Edit, Finding, Fix, Location, Severity, Skipped
 from cuaudit.report import FORMATS, render
 from cuaudit.report import text as text_report
-from cuaudit.report.escape import printable, valid_unicode
+from cuaudit.escape import printable, valid_unicode
 from cuaudit.report.grouping import sections
 
 WHEEL = ArtifactRef(ArtifactKind.WHEEL, "/cache/downloads/cupy-cuda11x-12.3.0/cupy_cuda11x-12.3.0-cp311-none.whl",

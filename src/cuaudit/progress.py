@@ -60,7 +60,7 @@ class RichProgress:
         if self._progress is not None:
             from rich.markup import escape
 
-            from cuaudit.report.escape import printable
+            from cuaudit.escape import printable
 
             fields = {"member": escape(printable(_tail(member, self._member_width)))} if member else {}
             self._progress.update(self._task, advance=n, **fields)

@@ -11,7 +11,7 @@ callers break, compiled ones do not).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from cuaudit.analysis.capi_index import CapiIndex, Provider, import_problems
 from cuaudit.model import Finding, Fix, Location
@@ -59,9 +59,8 @@ def _moved_to(module: str, table: dict, new: CapiIndex) -> str | None:
     return best if score >= 0.8 else None
 
 
-def diff_findings(old: Side, new: Side, consumers: Iterable[Any], consumer_facts) -> list[Finding]:
-    from cuaudit.rules import get
-
+def diff_findings(old: Side, new: Side, consumers: Iterable[Any], consumer_facts, get: Callable[[str], Any]) -> list[Finding]:
+    """CU310-CU316 findings; ``get`` is the rule registry's lookup (rules sit above analysis)."""
     out: list[Finding] = []
     removed_rule, changed_rule, added_rule = get("CU310"), get("CU311"), get("CU312")
     module_rule, type_rule, pymod_rule, consumer_rule = get("CU313"), get("CU314"), get("CU315"), get("CU316")

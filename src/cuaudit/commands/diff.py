@@ -77,8 +77,7 @@ def execute(args: argparse.Namespace) -> int:
     from cuaudit import rules as rules_registry
     from cuaudit.analysis.capi_diff import Side, diff_findings
     from cuaudit.analysis.capi_index import CapiIndex
-    from cuaudit.engine import Extraction, Report, finish, problem_finding, suppressions_for
-    from cuaudit import facts as facts_registry
+    from cuaudit.engine import Report, audit_stats, finish, gather, suppressions_for
 
     started = time.perf_counter()
     config = config_from_args(args)
@@ -92,16 +91,11 @@ def execute(args: argparse.Namespace) -> int:
 
     compared = {canonicalize_name(a.ref.name) for a in old + new if a.ref.name}
     consumers = [a for a in consumers if not a.ref.name or canonicalize_name(a.ref.name) not in compared]
-    everything = old + new + consumers
-    extractors = {n: facts_registry.get(n)() for n in ("cython-capi", "metadata")}
-
-    def wanted(member):
-        return tuple(n for n, e in extractors.items() if e.applies(member))
-
-    for art in everything:
-        art.members  # noqa: B018 - list once, collecting CU0xx problems
-    extraction = Extraction(config, make_progress(args))
-    extraction.run(everything, wanted)
+    # one gather for the three sides: listing, extraction, the fact cache and the CU0xx
+    # problems met on the way, exactly as `check` does them
+    gathered = gather(old + new + consumers, config=config, extractors=("cython-capi", "metadata"),
+                      progress=make_progress(args))
+    everything, extraction = gathered.artifacts, gathered.extraction
     position = {id(a): i for i, a in enumerate(everything)}
 
     def facts_of(art, path):
@@ -110,11 +104,8 @@ def execute(args: argparse.Namespace) -> int:
     sides = {}
     for label, arts, spec in (("old", old, args.old), ("new", new, args.new)):
         sides[label] = Side(label_of(arts, spec), arts, CapiIndex.build(arts, facts_of))
-    findings = []
-    for art in everything:
-        findings += [problem_finding(p) for p in art.problems]
-    findings += extraction.problems
-    findings += diff_findings(sides["old"], sides["new"], consumers, lambda side, art: facts_of)
+    findings = list(gathered.problems)
+    findings += diff_findings(sides["old"], sides["new"], consumers, lambda side, art: facts_of, rules_registry.get)
     selected = list(rules_registry.select(config.selected, config.ignored))
     findings, suppressed, baselined = finish(
         findings, config, {c.code for c in selected}, suppressions_for(findings, everything, config)
@@ -126,9 +117,7 @@ def execute(args: argparse.Namespace) -> int:
         artifacts=[a.ref for a in everything],
         config=config,
         rules=[c.code for c in selected],
-        stats={"artifacts": len(everything), "members": sum(len(a.members) for a in everything),
-               "facts_extracted": extraction.extracted, "facts_cached": extraction.cached,
-               "seconds": round(time.perf_counter() - started, 3)},
+        stats=audit_stats(gathered, started),
         suppressed=suppressed,
         baselined=baselined,
         command="diff",

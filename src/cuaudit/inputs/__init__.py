@@ -132,6 +132,8 @@ class Artifact:
     """
 
     ref: ArtifactRef
+    #: evidence-only (the standard library, system libraries, ``--with``): read, never reported on
+    evidence: bool = False
 
     def __init__(self, ref: ArtifactRef) -> None:
         self.ref = ref

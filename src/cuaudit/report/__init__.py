@@ -37,7 +37,7 @@ def fix_parts(fix: "Fix") -> list[tuple[str, str]]:
     source when the rule gives them, else the one description.  The texts
     are printable (see ``escape.py``).
     """
-    from cuaudit.report.escape import printable
+    from cuaudit.escape import printable
 
     if fix.user or fix.maintainer:
         return [(label, printable(body)) for label, body in (("user fix", fix.user), ("maintainer fix", fix.maintainer))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from cuaudit.model import ArtifactKind, Severity
 from cuaudit.report import fix_text
-from cuaudit.report.escape import printable
+from cuaudit.escape import printable
 
 if TYPE_CHECKING:  # pragma: no cover
     from cuaudit.engine import Report

@@ -2,7 +2,7 @@
 
 Rendered with jinja2 from ``templates/report.html.j2`` with autoescaping on,
 after every value from an audited artifact went through
-:func:`cuaudit.report.escape.printable` (wheels and their file names are
+:func:`cuaudit.escape.printable` (wheels and their file names are
 untrusted input: markup, control and bidi characters, undecodable bytes).
 
 What a reader sees first is the verdict and a summary per package and per
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from cuaudit.model import ArtifactKind, Finding, Severity
 from cuaudit.report import fix_parts
-from cuaudit.report.escape import printable
+from cuaudit.escape import printable
 from cuaudit.report.grouping import Block, Section, sections, shown_path, statistics
 from cuaudit.report.json_report import environment_dict
 

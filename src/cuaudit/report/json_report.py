@@ -10,7 +10,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from cuaudit.model import ArtifactRef, EnvironmentInfo, Finding, Fix, Location, Skipped
-from cuaudit.report.escape import printable, valid_unicode_deep
+from cuaudit.escape import printable, valid_unicode_deep
 
 if TYPE_CHECKING:  # pragma: no cover
     from cuaudit.engine import Report

@@ -32,7 +32,7 @@ from urllib.parse import quote
 
 from cuaudit.model import ArtifactKind, ArtifactRef, Finding, Location, Severity
 from cuaudit.report import fix_text
-from cuaudit.report.escape import printable, valid_unicode_deep
+from cuaudit.escape import printable, valid_unicode_deep
 
 if TYPE_CHECKING:  # pragma: no cover
     from cuaudit.engine import Report

@@ -15,7 +15,7 @@ Layout (``grouping.py`` decides what is one entry and the order)::
 Lines are wrapped at word boundaries to ``width`` (the terminal's, when the
 report goes to one) with a hanging indent; a word longer than the line (a
 long path) is never cut.  Everything that comes from an audited artifact is
-passed through :func:`cuaudit.report.escape.printable`.
+passed through :func:`cuaudit.escape.printable`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from cuaudit.model import ArtifactKind, Finding, Fix, Severity
 from cuaudit.report import fix_parts
-from cuaudit.report.escape import printable
+from cuaudit.escape import printable
 from cuaudit.report.grouping import Block, sections, shown_path, statistics
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -129,7 +129,7 @@ class GpuProbeDecidesCudaBuild(_GpuProbeRule):
     Finds build scripts (`setup.py` and the tree modules it imports, hatch
     hooks, CMake) that build their CUDA code only when the *build machine*
     has a GPU: `torch.cuda.is_available()`, `torch.cuda.device_count()`,
-    `nvidia-smi` subprocesses, `cupy`/`numba`/`jax`/`pynvml` device queries,
+    `nvidia-smi` calls, `cupy`/`numba`/`jax`/`pynvml` device queries,
     followed through variables and helper functions to the `CUDAExtension`
     (or `.cu` sources, `nvcc` step) they switch on, where nothing can force
     the CUDA path.

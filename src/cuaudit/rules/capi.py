@@ -97,9 +97,7 @@ def _probe(ctx, consumer: Provider, index: CapiIndex) -> list[ImportProblem] | N
     import dataclasses
     import sys
 
-    from cuaudit.model import ProbeRecord
     from cuaudit.facts.cython import CImport, TypeImport
-    from cuaudit.probe.capi import probe_consumer
 
     path = consumer.artifact.fs_path(consumer.member)
     if path is None:
@@ -113,13 +111,9 @@ def _probe(ctx, consumer: Provider, index: CapiIndex) -> list[ImportProblem] | N
     for t in facts.type_imports:
         if t.module not in ("builtins", "__builtin__") and t.size:
             guess.setdefault(t.module, {"capi": {}, "types": {}})["types"][t.name] = t.size
-    result = probe_consumer(python, facts.module, path, guess, timeout=ctx.config.probe_timeout)
-    ctx.record_probe(ProbeRecord(
-        what=f"import {facts.module} against stand-in providers ({', '.join(sorted(guess))})",
-        command=f"{python} -S <probe> {path}",
-        seconds=round(result.seconds, 3),
-        outcome=f"{result.outcome} ({result.runs} runs)",
-    ))
+    result = ctx.probe("capi", python=python, module=facts.module, path=path, providers=guess)
+    if result is None:
+        return None
     if not result.complete:
         return None
     checks = {(t.module, t.name): t.check_size for t in facts.type_imports}

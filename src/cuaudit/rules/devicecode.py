@@ -7,9 +7,6 @@ and :mod:`cuaudit.facts.metadata` (name, version, requirements).
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
-import time
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -67,24 +64,15 @@ def runs_on(entry: FatbinEntry, target: Target) -> bool:
     return False
 
 
-def local_gpu_targets(timeout: float) -> tuple[list[Target], str, str]:
-    """The compute capabilities of this machine's GPUs (``nvidia-smi``), with the command and outcome."""
-    smi = shutil.which("nvidia-smi")
-    cmd = "nvidia-smi --query-gpu=compute_cap --format=csv,noheader"
-    if smi is None:
-        return [], cmd, "nvidia-smi not found: no GPU to check against"
-    try:
-        proc = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True,
-                              text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return [], cmd, f"failed: {exc}"
+def gpu_targets(capabilities: list[str]) -> list[Target]:
+    """Targets for the compute capabilities ``nvidia-smi`` printed (the ``gpu`` probe's result)."""
     targets = []
-    for line in proc.stdout.splitlines():
+    for line in capabilities:
         try:
             targets.append(parse_target(line))
         except ValueError:
             continue
-    return sorted(set(targets)), cmd, f"exit {proc.returncode}: {', '.join(t.name for t in targets) or 'no GPU'}"
+    return sorted(set(targets))
 
 
 def _targets(ctx) -> list[Target]:
@@ -95,14 +83,9 @@ def _targets(ctx) -> list[Target]:
                 out.append(parse_target(text))
             except ValueError:
                 continue
-        if ctx.config.probe:
-            from cuaudit.model import ProbeRecord
-
-            started = time.perf_counter()
-            found, cmd, outcome = local_gpu_targets(ctx.config.probe_timeout)
-            ctx.record_probe(ProbeRecord("local GPU compute capability (CU6xx targets)", cmd,
-                                         round(time.perf_counter() - started, 3), outcome))
-            out += found
+        capabilities = ctx.probe("gpu")  # None unless --probe
+        if capabilities is not None:
+            out += gpu_targets(capabilities)
         return sorted(set(out))
 
     return ctx.memo(("devicecode", "targets"), compute)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 from cuaudit.facts.elf import ElfFacts
-from cuaudit.analysis.libraries import CudaCatalog, ld_so_cache, split_soname
+from cuaudit.analysis.libraries import CudaCatalog, split_soname
 from cuaudit.analysis.loader import Resolution, Resolver
 from cuaudit.model import ArtifactKind, Finding, Fix, Location, Severity
 from cuaudit.rules import Rule
@@ -83,15 +83,14 @@ class Linkage:
         self.ctx = ctx
         self.catalog = CudaCatalog.load()
         env = ctx.environment
-        with_ = ctx.config.section("linkage").get("with", ())
-        if isinstance(with_, str):
-            with_ = [w for w in with_.split(",") if w]
+        with_ = ctx.evidence("with")
         self.resolver = Resolver(
             ctx.artifacts,
             lambda art, member: ctx.fact("elf", art, member),
             environ=dict(env.environ) if env is not None else None,
             extras=with_,
             site_root=env.site_dirs[0] if env is not None and env.site_dirs else None,
+            system=next(iter(ctx.evidence("system")), None),
         )
         self.with_ = tuple(with_)
         self.index = {id(a): i for i, a in enumerate(ctx.artifacts)}
@@ -315,7 +314,7 @@ class ImportLoadsGpuLibraries(LinkageRule):
 
     ## Fix safety
     No automatic fix.  Modules imported from compiled (Cython) code are not
-    seen statically; `--probe` confirms by importing in a subprocess.
+    seen statically; `--probe` confirms by importing it in a child interpreter.
     """
 
     code = "CU202"
@@ -756,7 +755,7 @@ class CudaMajorMismatch(LinkageRule):
                 if ver:
                     have.setdefault(stem, set()).add(name)
         system: dict[str, set[str]] = {}
-        for name in ld_so_cache():
+        for name in lk.resolver.system_sonames():
             stem, ver = split_soname(name)
             if ver:
                 system.setdefault(stem, set()).add(name)

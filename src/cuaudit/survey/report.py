@@ -168,6 +168,7 @@ def build_report(store: SurveyStore, *, packages: Iterable[str] | None = None) -
 
 def _regressions(store, old: WheelRow, new: WheelRow, arts, imported, requirements,
                  report_notes: list[str]) -> list[Regression]:
+    from cuaudit import rules as rules_registry
     from cuaudit.analysis.capi_diff import Side, diff_findings
     from cuaudit.analysis.capi_index import CapiIndex
 
@@ -186,7 +187,7 @@ def _regressions(store, old: WheelRow, new: WheelRow, arts, imported, requiremen
     new_side = Side(na.label, [na], CapiIndex.build([na], _facts_of))
     provided = set(old_side.index.modules)
     consumers = [a for a in arts.values() if a.row.package != new.package and (imported[a.row.id] - provides(a)) & provided]
-    diff = diff_findings(old_side, new_side, consumers, lambda side, art: _facts_of)
+    diff = diff_findings(old_side, new_side, consumers, lambda side, art: _facts_of, rules_registry.get)
     # Modules whose table the reader does not recover (a __pyx_capi__, no entry read; Cython 3.2 blobs):
     # every function would look removed.  Not compared, and the report says so.
     unread = {p.module for provs in new_side.index.modules.values() for p in provs
