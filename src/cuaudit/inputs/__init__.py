@@ -17,6 +17,7 @@ import re
 import stat
 from typing import IO, Any, Iterable
 
+from cuaudit.inputs.identity import file_identity
 from cuaudit.model import ArtifactRef, Location, Member, MemberKind, Problem, Severity, Skipped
 
 _BUILD_FILES = {
@@ -65,17 +66,6 @@ def is_test_path(path: str) -> bool:
         or name.endswith("_test.py")
         or name == "conftest.py"
     )
-
-
-def file_identity(st: os.stat_result) -> str:
-    """The identity of a file's bytes on disk, without reading them.
-
-    Device, inode, size, mtime and ctime: anyone may set a file's mtime
-    (``touch -d``), but ctime only the kernel, to now, on every change of
-    content or metadata; so a file replaced or rewritten in place never
-    matches what was recorded for the old bytes, whatever its size and mtime.
-    """
-    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 
 
 def key_text(path: str) -> str:

@@ -21,6 +21,8 @@ import zipfile
 import zlib
 from typing import NamedTuple
 
+from cuaudit.inputs.identity import file_identity
+
 #: compressed bytes read per step, and the most output one decoder call may produce
 _CHUNK = 1 << 16
 _MAX_OUT = 1 << 20
@@ -41,8 +43,6 @@ class MemberStream(io.RawIOBase):
     """A read-only stream of one member's bytes; seeking back starts inflating again."""
 
     def __init__(self, archive: str, identity: str, entry: ZipEntry) -> None:
-        from cuaudit.inputs import file_identity
-
         super().__init__()
         self._archive, self._entry = archive, entry
         self._fh = open(archive, "rb")
