@@ -8,9 +8,6 @@ import tempfile
 from _common import extract, instrumented, main
 
 with instrumented():
-    import cuaudit.facts
-
-    cuaudit.facts.load_all()  # every extractor, instrumented, before the first input (not timed as one)
     import cuaudit.facts.build  # noqa: F401
     import cuaudit.facts.metadata  # noqa: F401
     import cuaudit.facts.pyproject  # noqa: F401
