@@ -21,8 +21,11 @@ def configure_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("old", metavar="OLD")
     p.add_argument("new", metavar="NEW")
     p.add_argument("--consumers", nargs="+", default=[], metavar="PATH",
-                   help="wheels, directories, NAME==VERSION, installed names, or an environment's python "
-                        "whose distributions' imports to check")
+                   help="wheels, directories, NAME==VERSION or installed names whose imports to check "
+                        "(files are only read: an executable named python* is a file like any other)")
+    p.add_argument("--consumers-python", metavar="PYTHON", action="append", default=[],
+                   help="also check every distribution installed in this interpreter's environment "
+                        "(the interpreter is run once, to ask for its paths)")
     p.add_argument("--python", metavar="PYTHON", help="interpreter whose environment holds installed names")
     add_audit_options(p)
     p.set_defaults(func=execute)
@@ -33,11 +36,10 @@ def resolve_side(spec: str, python: str | None, config) -> list:
     from cuaudit.inputs import resolve
     from cuaudit.inputs.index import looks_like_requirement
 
-    if os.path.isfile(spec) and os.access(spec, os.X_OK) and os.path.basename(spec).startswith("python"):
-        # an interpreter: every distribution of its environment (for --consumers)
-        from cuaudit.inputs.environment import load_environment
-
-        return list(load_environment(spec).distributions)
+    # An input is data, never a program: a path is read, whatever its name or
+    # mode (a wheel with a shell script in front is still a valid zip).  Only
+    # interpreters named by an option that says so (--python,
+    # --consumers-python) are ever run.
     if os.path.lexists(spec) or looks_like_requirement(spec):
         return resolve([spec], exclude=config.exclude, cache_dir=config.cache_dir)
     from packaging.utils import canonicalize_name
@@ -49,6 +51,17 @@ def resolve_side(spec: str, python: str | None, config) -> list:
     want = canonicalize_name(spec)
     found = [d for d in env.distributions if canonicalize_name(d.ref.name) == want]
     return found or [MissingArtifact(spec, f"is neither a path, NAME==VERSION, nor installed in {env.info.python}")]
+
+
+def environment_distributions(python: str) -> list:
+    """Every distribution installed in the environment of ``python`` (which the user named to be run)."""
+    from cuaudit.inputs.environment import InterpreterError, load_environment
+    from cuaudit.inputs.file import MissingArtifact
+
+    try:
+        return list(load_environment(python).distributions)
+    except InterpreterError as exc:
+        return [MissingArtifact(python, str(exc))]
 
 
 def label_of(artifacts: list, spec: str) -> str:
@@ -71,6 +84,8 @@ def execute(args: argparse.Namespace) -> int:
     old = resolve_side(args.old, args.python, config)
     new = resolve_side(args.new, args.python, config)
     consumers = [a for spec in args.consumers for a in resolve_side(spec, args.python, config)]
+    for python in args.consumers_python:
+        consumers += environment_distributions(python)
     # the compared distribution itself is not its own consumer (an environment lists it too)
     from packaging.utils import canonicalize_name
 

@@ -17,6 +17,7 @@ import re
 import stat
 from typing import IO, Any, Iterable
 
+from cuaudit.inputs.identity import file_identity
 from cuaudit.names import is_test_path  # noqa: F401 - re-exported: inputs classify members with it
 from cuaudit.model import ArtifactRef, Location, Member, MemberKind, Problem, Severity, Skipped
 
@@ -56,13 +57,50 @@ def classify(path: str) -> MemberKind:
     return MemberKind.OTHER
 
 
+def key_text(path: str) -> str:
+    """A member path as it goes into a content key: always encodable (the cache is SQLite, text is UTF-8).
+
+    Names are data: a file name that is not UTF-8 arrives with surrogate
+    escapes, and stays a member like any other.  The other parts of every key
+    (an inode, an offset) already keep two members apart, so the spelling only
+    has to be encodable and stable.
+    """
+    try:
+        path.encode("utf-8")
+        return path
+    except UnicodeEncodeError:
+        return "bytes:" + path.encode("utf-8", "surrogateescape").hex()
+
+
 def stat_key(st: os.stat_result, path: str = "") -> str:
-    """Content key of a file on disk without reading it: same inode, size and mtime.
+    """Content key of a file on disk: :func:`file_identity` of its stat.
 
     ``path`` (the member's path) keeps hard links of one inode apart, since
     facts may record where a file is.
     """
-    return f"stat:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{path}"
+    return f"stat:{file_identity(st)}:{key_text(path)}"
+
+
+def read_regular(path: str, limit: int = 1 << 20) -> bytes | None:
+    """Up to ``limit`` bytes of the regular file at ``path``; None for anything else or an error.
+
+    Opened without blocking and checked on the open descriptor: a FIFO named
+    ``METADATA`` or ``x.pth`` would block a plain ``open`` forever, and a
+    device never ends.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, ValueError):
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read(limit)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 class Artifact:
@@ -125,6 +163,8 @@ class Artifact:
 
 def unsafe_member_name(name: str) -> str | None:
     """Why an archive member name must never be used as a path, or None."""
+    if not name:
+        return "is empty"
     if "\x00" in name:
         return "contains a NUL byte"
     if name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name):
