@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import IO
 
-from cuaudit.inputs import Artifact, classify, read_regular, stat_key
+from cuaudit.inputs.artifact import Artifact, classify, read_regular, stat_key
 from cuaudit.inputs.budgets import budget
 from cuaudit.inputs.process import BoundExceeded, run_bounded
 from cuaudit.model import ArtifactKind, ArtifactRef, EnvironmentInfo, Member

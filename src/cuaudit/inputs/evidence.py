@@ -22,7 +22,7 @@ import sys
 import sysconfig
 from typing import IO, Iterable
 
-from cuaudit.inputs import Artifact, classify, stat_key
+from cuaudit.inputs.artifact import Artifact, classify, stat_key
 from cuaudit.model import ArtifactKind, ArtifactRef, Member
 
 

@@ -19,7 +19,7 @@ import tempfile
 
 from typing import Any
 
-from cuaudit.inputs import Artifact
+from cuaudit.inputs.artifact import Artifact
 from cuaudit.progress import run_watched
 
 _REQ = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]+$")

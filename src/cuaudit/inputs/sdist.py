@@ -14,7 +14,7 @@ import zipfile
 import zlib
 from typing import IO
 
-from cuaudit.inputs import Artifact, classify, file_identity, key_text, unsafe_member_name
+from cuaudit.inputs.artifact import Artifact, classify, file_identity, key_text, unsafe_member_name
 from cuaudit.inputs.budgets import budget
 from cuaudit.inputs.wheel import MAX_ENTRIES, MAX_MEMBER_SIZE, MAX_RATIO, MIN_RATIO_SIZE, ZipArtifact
 from cuaudit.model import ArtifactKind, ArtifactRef, Member

@@ -7,7 +7,7 @@ import os
 import stat
 from typing import IO, Iterable
 
-from cuaudit.inputs import Artifact, classify, read_regular, stat_key
+from cuaudit.inputs.artifact import Artifact, classify, read_regular, stat_key
 from cuaudit.model import ArtifactKind, ArtifactRef, Member
 
 #: Folders that are never part of the source (caches, VCS, virtual environments).

@@ -9,7 +9,7 @@ from typing import IO
 
 from cuaudit.inputs.budgets import budget
 from cuaudit.inputs._zip_member import MemberStream, ZipEntry
-from cuaudit.inputs import Artifact, classify, file_identity, is_symlink_mode, key_text, unsafe_member_name
+from cuaudit.inputs.artifact import Artifact, classify, file_identity, is_symlink_mode, key_text, unsafe_member_name
 from cuaudit.model import ArtifactKind, ArtifactRef, Member
 
 #: A member whose declared size is above this is not read (zip bombs).
