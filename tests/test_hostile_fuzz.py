@@ -21,10 +21,7 @@ FUZZ = REPO / "fuzz"
 
 #: harnesses whose readers have known bugs that the campaign found, with who fixes them; the
 #: short run still runs (and passes when they are fixed: strict=False)
-KNOWN: dict[str, str] = {
-    # found by the campaign in the readers formats/elf.py replaced; no failure seen since (remove when it stays so)
-    "cython": "facts/cython*.py and extension_strings.py: short tables and huge offsets (binary-formats helper)",
-}
+KNOWN: dict[str, str] = {}  # the Cython readers' crashes were in the readers formats/elf.py replaced
 
 
 @pytest.fixture(scope="module")
