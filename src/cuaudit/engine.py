@@ -45,8 +45,10 @@ PARALLEL_MIN_BYTES = 64 * 1024**2
 
 
 class Progress(Protocol):
-    def start(self, total: int, description: str) -> None: ...
-    def advance(self, n: int = 1) -> None: ...
+    """Bytes: ``total`` of the members to read (None: unknown), ``n`` read, the ``member`` just read."""
+
+    def start(self, total: int | None, description: str) -> None: ...
+    def advance(self, n: int = 1, member: str = "") -> None: ...
     def stop(self) -> None: ...
 
 
@@ -260,7 +262,7 @@ class Extraction:
                     # The workers are forked by now: the progress bar's refresh
                     # thread starts after, so no child inherits its locks.
                     if self.progress:
-                        self.progress.start(total_tasks, "Extracting facts")
+                        self.progress.start(total_bytes, "Extracting facts")
                     for i, chunk, fut in futures:
                         try:
                             results = fut.result()
@@ -268,14 +270,14 @@ class Extraction:
                             results = _extract_group(artifacts[i], chunk)
                         self._collect(artifacts, i, results, keys, new)
                         if self.progress:
-                            self.progress.advance(len(chunk))
+                            self.progress.advance(sum(m.size for m, _ in chunk), chunk[-1][0].path)
             else:
                 if self.progress:
-                    self.progress.start(total_tasks, "Extracting facts")
+                    self.progress.start(total_bytes, "Extracting facts")
                 for i, chunk in groups:
                     self._collect(artifacts, i, _extract_group(artifacts[i], chunk), keys, new)
                     if self.progress:
-                        self.progress.advance(len(chunk))
+                        self.progress.advance(sum(m.size for m, _ in chunk), chunk[-1][0].path)
         finally:
             _FORKED = None  # noqa: F841 - see the global statement above
             if self.progress:
@@ -375,7 +377,7 @@ def gather(
     paths = list(paths)
     specs = [os.fspath(p) for p in paths if isinstance(p, (str, os.PathLike))]
     artifacts: list[Artifact] = [p for p in paths if isinstance(p, Artifact)]
-    artifacts += resolve(specs, exclude=config.exclude, cache_dir=config.cache_dir)
+    artifacts += resolve(specs, exclude=config.exclude, cache_dir=config.cache_dir, progress=progress)
     environment: EnvironmentInfo | None = None
     problems: list[Finding] = []
     if env:

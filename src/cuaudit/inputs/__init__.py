@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from typing import IO, Iterable
+from typing import IO, Any, Iterable
 
 from cuaudit.model import ArtifactRef, Location, Member, MemberKind, Problem, Severity, Skipped
 
@@ -148,7 +148,8 @@ def is_symlink_mode(mode: int) -> bool:
     return stat.S_ISLNK(mode)
 
 
-def resolve(specs: Iterable[str], *, exclude: Iterable[str] = (), cache_dir: str | None = None) -> list[Artifact]:
+def resolve(specs: Iterable[str], *, exclude: Iterable[str] = (), cache_dir: str | None = None,
+            progress: Any = None) -> list[Artifact]:
     """Artifacts for command-line inputs: paths, or ``NAME==VERSION`` requirements."""
     from cuaudit.inputs.file import FileArtifact, MissingArtifact
     from cuaudit.inputs.index import fetch_requirement, looks_like_requirement
@@ -161,7 +162,7 @@ def resolve(specs: Iterable[str], *, exclude: Iterable[str] = (), cache_dir: str
     for spec in specs:
         try:
             if not os.path.lexists(spec) and looks_like_requirement(spec):
-                out.append(fetch_requirement(spec, cache_dir=cache_dir))
+                out.append(fetch_requirement(spec, cache_dir=cache_dir, progress=progress))
                 continue
             if not os.path.lexists(spec):
                 hint = ""

@@ -27,7 +27,7 @@ from cuaudit.model import Finding, Fix, Location, Severity
 if TYPE_CHECKING:  # pragma: no cover
     from cuaudit.context import RuleContext
 
-DOC_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "Fix safety")
+DOC_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "Fix safety", "Options", "References")
 
 FAMILIES = {
     "CU0": "Problems with the input itself",
@@ -74,6 +74,10 @@ class Rule:
     needs: ClassVar[tuple[str, ...]] = ()
     #: rules that only report problems found by inputs/extractors (CU0xx)
     emitted_by_engine: ClassVar[bool] = False
+    #: configuration the rule reads, as "<family>.<option>" or "allow.<list>" (its doc's Options section)
+    options: ClassVar[tuple[str, ...]] = ()
+    #: where the failure it finds is documented (incidents, specifications): its doc's References section
+    references: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -127,8 +131,27 @@ class Rule:
             summary=cls.summary,
             severity=cls.severity,
             family=FAMILIES.get(cls.code[:3], ""),
-            sections=_sections(cls.__doc__ or ""),
+            sections={**_sections(cls.__doc__ or ""), **_declared_sections(cls)},
         )
+
+
+def _declared_sections(cls: type[Rule]) -> dict[str, str]:
+    """Options and References, rendered from what the rule declares as data."""
+    out: dict[str, str] = {}
+    if cls.options:
+        families, lists = family_options(), allow_lists()
+        lines = []
+        for opt in cls.options:
+            table, _, key = opt.partition(".")
+            if table == "allow":
+                lines.append(f"- `[tool.cuaudit.allow] {key}` (list): {lists[key]}")
+            else:
+                spec = families[table][key]
+                lines.append(f"- `[tool.cuaudit.{table}] {key}` ({spec.type.__name__}): {spec.doc}")
+        out["Options"] = "\n".join(lines)
+    if cls.references:
+        out["References"] = "\n".join(f"- <{r}>" for r in cls.references)
+    return out
 
 
 def _sections(doc: str) -> dict[str, str]:

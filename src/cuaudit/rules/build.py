@@ -30,8 +30,15 @@ def _fix(member: str, probes: Iterable[Probe], overrides: tuple[str, ...]) -> Fi
     )
     if edits and all(p.fix for p in probes):
         applicability = Applicability.UNSAFE if any(p.fix_unsafe for p in probes) else Applicability.SAFE
-        return Fix(f"Replace {', '.join(p.text for p in probes)} by `{probes[0].fix_text}`{keep}.", edits, applicability)
-    return Fix(text)
+        return Fix(edits=edits, applicability=applicability, user=_build_user_fix(overrides),
+                   maintainer=f"Replace {', '.join(p.text for p in probes)} by `{probes[0].fix_text}`{keep}.")
+    return Fix(user=_build_user_fix(overrides), maintainer=text)
+
+
+def _build_user_fix(overrides: tuple[str, ...]) -> str:
+    if overrides:
+        return f"Build with {overrides[0]}=1 where no GPU is visible, or install a wheel that carries the CUDA kernels."
+    return "Build on a machine where the GPU is visible, or install a wheel that carries the CUDA kernels (`cuaudit archs` lists them)."
 
 
 def _resolve(ctx, art, member: str, module: str, name: str) -> FunctionSummary | None:

@@ -154,6 +154,13 @@ def _requirement(ctx, consumer: Provider, provider: Provider | None) -> str:
     return ""
 
 
+def _maintainer_text(p: ImportProblem, what: str) -> str:
+    """The fix at the source of a C-API break: the provider keeps the old module working, the consumer pins."""
+    prov = p.provider.dist if p.provider is not None else "the provider"
+    return (f"{prov} keeps {p.module} exporting {what} (re-export it: `__pyx_capi__ = <new module>.__pyx_capi__`, "
+            f"as cuda-python 12.6.2 did); {p.consumer.dist} declares the range of {prov} it was built against.")
+
+
 def _fix_text(ctx, p: ImportProblem, what: str) -> str:
     consumer, prov = p.consumer, p.provider
     cdist = consumer.dist
@@ -258,10 +265,7 @@ class MissingCapiImport(CapiRule):
                     f"{c.module} cimports {names} from {p.module} ({prov.dist}), which has no __pyx_capi__ "
                     f"({nature}): import fails with AttributeError: module '{p.module}' has no attribute '__pyx_capi__'"
                 )
-                fix = _fix_text(ctx, p, what) + (
-                    f" The provider can also keep {p.module} compatible by re-exporting the C-API "
-                    f"(`__pyx_capi__ = <new module>.__pyx_capi__`)."
-                )
+                fix = _fix_text(ctx, p, what)
                 evidence = {"provider_module": p.module, "provider": prov.dist, "provider_member": prov.member}
             else:
                 prov = p.provider
@@ -274,7 +278,8 @@ class MissingCapiImport(CapiRule):
                 evidence = {"provider_module": p.module, "provider": prov.dist, "provider_member": prov.member}
             evidence["functions"] = [{"name": i.name, "signature": i.signature, "kind": i.kind} for i in p.imports]
             yield self.finding(
-                Location(c.ref, c.member, symbol=p.module), msg, fix=Fix(fix), evidence=evidence, key=p.module,
+                Location(c.ref, c.member, symbol=p.module), msg, evidence=evidence, key=p.module,
+                fix=Fix(user=fix, maintainer=_maintainer_text(p, what)),
                 origin=p.origin,
             )
 
@@ -321,7 +326,8 @@ class CapiSignatureMismatch(CapiRule):
             yield self.finding(
                 Location(c.ref, c.member, symbol=f"{p.module}.{imp.name}"),
                 msg,
-                fix=Fix(_fix_text(ctx, p, f"{p.module}.{imp.name} with the signature `{imp.signature}`")),
+                fix=Fix(user=_fix_text(ctx, p, f"{p.module}.{imp.name} with the signature `{imp.signature}`"),
+                        maintainer=_maintainer_text(p, f"{p.module}.{imp.name} with the signature `{imp.signature}`")),
                 evidence={"provider_module": p.module, "provider": prov.dist, "function": imp.name,
                           "expected": imp.signature, "found": p.found[0]},
                 key=f"{p.module}.{imp.name}",
@@ -377,7 +383,8 @@ class ExtensionTypeSizeChanged(CapiRule):
             yield self.finding(
                 Location(c.ref, c.member, symbol=f"{t.module}.{t.name}"),
                 msg,
-                fix=Fix(_fix_text(ctx, p, f"{t.module}.{t.name} with the layout {c.dist} was built against")),
+                fix=Fix(user=_fix_text(ctx, p, f"{t.module}.{t.name} with the layout {c.dist} was built against"),
+                        maintainer=_maintainer_text(p, f"{t.module}.{t.name} with the layout {c.dist} was built against")),
                 evidence={"provider_module": t.module, "provider": prov.dist, "type": t.name,
                           "expected_size": t.size, "actual_size": p.actual_size, "check_size": t.check_size},
                 key=f"{t.module}.{t.name}",

@@ -15,7 +15,7 @@ from typing import Iterator
 
 from cuaudit.facts.fatbin import DeviceCode, FatbinEntry
 from cuaudit.facts.metadata import DistMetadata
-from cuaudit.model import ArtifactKind, Finding, Location, MemberKind, Severity
+from cuaudit.model import ArtifactKind, Finding, Fix, Location, MemberKind, Severity
 from cuaudit.rules import Rule
 
 _LOCAL_CUDA = re.compile(r"\+cu\d+")
@@ -225,8 +225,11 @@ class CudaWheelWithoutDeviceCode(Rule):
                 Location(art.ref, exts[0] if len(exts) == 1 else None),
                 f"declares CUDA ({why}) but none of its {len(exts)} extension module(s) carries device code "
                 f"(no SASS, no PTX): it was built without its CUDA kernels",
-                fix="Rebuild where the build can compile CUDA, deciding on build capability (torch.version.cuda, "
-                "CUDA_HOME) rather than on the build machine's GPU; then `cuaudit archs` on the wheel lists its architectures.",
+                fix=Fix(user="Install a build that carries device code (another wheel, or a source build with the "
+                        "package's force-CUDA switch such as FORCE_CUDA=1); `cuaudit archs` shows what a wheel carries.",
+                        maintainer="Rebuild where the build can compile CUDA, deciding on build capability "
+                        "(torch.version.cuda, CUDA_HOME) rather than on the build machine's GPU; then `cuaudit archs` "
+                        "on the wheel lists its architectures."),
                 evidence={"claims": [c for c, _s in claims], "extension_modules": exts[:20]},
                 key="no-device-code",
                 # A -cuXX name or an nvidia-* requirement alone also fits host-only CUDA

@@ -222,6 +222,8 @@ class SubmoduleNotBound(Rule):
     """
 
     code = "CU101"
+    options = ("allow.submodule-traps",)
+    references = ("https://docs.python.org/3/reference/import.html#submodules",)
     name = "submodule-not-bound"
     summary = "A public submodule is not an attribute of its package after importing the package"
     # Info by default: most packages leave some submodules to be imported explicitly, and a
@@ -295,6 +297,8 @@ class GetattrMissesSubmodule(Rule):
     """
 
     code = "CU102"
+    options = ("allow.submodule-traps",)
+    references = ("https://docs.python.org/3/reference/import.html#submodules",)
     name = "getattr-misses-submodule"
     summary = "A module `__getattr__` raises AttributeError for an importable submodule"
     severity = Severity.WARNING
@@ -315,7 +319,8 @@ class GetattrMissesSubmodule(Rule):
                 f"handle {t.sub!r}{served}, although {t.parent}.{t.sub} is an importable "
                 f"{'subpackage' if t.kind == 'package' else 'submodule'}.{_probe_suffix(t)}",
                 fix=Fix(
-                    f"Handle {t.sub!r} in {t.parent}.__getattr__ ({t.member}:{g.line if g else '?'}), e.g. "
+                    user=f"Write `import {t.parent}.{t.sub}` before using `{t.parent}.{t.sub}`.",
+                    maintainer=f"Handle {t.sub!r} in {t.parent}.__getattr__ ({t.member}:{g.line if g else '?'}), e.g. "
                     f"`if name == {t.sub!r}: from . import {t.sub}; return {t.sub}`, or bind it with "
                     f"`from . import {t.sub}`."
                 ),
@@ -626,7 +631,10 @@ class SubmoduleAttributeAccess(Rule):
                 f"`{dotted}` reaches submodule {t.parent}.{t.sub} through attributes, but nothing imports it: "
                 f"{t.reach.detail}, so this raises `AttributeError: module '{t.parent}' has no attribute '{t.sub}'`"
                 f"{_probe_suffix(t)}",
-                fix=Fix(f"Add `import {t.module}`" + (f" after line {t.root_import.end_line}" if t.root_import else ""), edits, applicability),
+                fix=Fix(edits=edits, applicability=applicability,
+                        user=f"Add `import {t.module}`" + (f" after line {t.root_import.end_line}" if t.root_import else ""),
+                        maintainer=f"{t.parent} can bind {t.sub} (`from . import {t.sub}` or a module __getattr__) "
+                        "so that attribute access works"),
                 evidence={"module": t.module, "parent": t.parent, "submodule": f"{t.parent}.{t.sub}", "why": t.reach.detail, **_probe_evidence(t)},
                 key=f"{t.module}",
                 origin=_origin(t),
@@ -716,8 +724,10 @@ class AttributeErrorAvailabilityCheck(Rule):
                 f"wrong availability check: {how}, but {t.parent}.{t.sub} is a submodule that `import {t.parent}` "
                 f"does not import ({t.reach.detail}): the check says 'missing' even when {t.module} is installed",
                 fix=Fix(
-                    f"Import it and catch ImportError: `try: import {t.module} except ImportError: ...`, "
-                    f"or test `importlib.util.find_spec({t.module!r}) is not None`."
+                    user=f"Import it and catch ImportError: `try: import {t.module} except ImportError: ...`, "
+                    f"or test `importlib.util.find_spec({t.module!r}) is not None`.",
+                    maintainer=f"{t.parent} can bind {t.sub} (`from . import {t.sub}` or a module __getattr__) "
+                    "so that such checks work",
                 ),
                 evidence={"module": t.module, "guard": ch.guard, "access_line": ch.line, "why": t.reach.detail, **_probe_evidence(t)},
                 key=f"{t.module}:{ch.guard_line}",

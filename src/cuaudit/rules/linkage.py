@@ -190,6 +190,7 @@ class LinkageRule(Rule):
     """Base of the CU2xx rules (defines no code: not registered)."""
 
     needs = ("elf",)
+    options = ("linkage.with",)
 
 
 def _short(items: list[str], n: int = 5) -> str:
@@ -244,6 +245,8 @@ class UnusedNeededLibrary(LinkageRule):
     """
 
     code = "CU201"
+    options = ("linkage.with", "allow.preload-libraries")
+    references = ("https://sourceware.org/binutils/docs/ld/Options.html",)
     name = "unused-needed-library"
     summary = "A DT_NEEDED library supplies none of the file's symbols (over-linking)"
     severity = Severity.ERROR
@@ -277,8 +280,9 @@ class UnusedNeededLibrary(LinkageRule):
                     key=lib,
                     evidence={"library": lib, "kind": kind, "evidence": u.evidence, "detail": u.detail,
                               "needed": list(facts.needed)},
-                    fix=Fix(f"link with -Wl,--as-needed (or drop -l{split_soname(lib)[0][3:]}), "
-                            f"or run `cuaudit repair` to remove the entry from the wheel"),
+                    fix=Fix(user=_unused_user_fix(lk, lib, kind),
+                            maintainer=f"link with -Wl,--as-needed (or drop -l{split_soname(lib)[0][3:]}): "
+                            f"each module then records only the libraries it uses"),
                 )
 
 
@@ -434,7 +438,10 @@ class ImportLoadsGpuLibraries(LinkageRule):
             key=top,
             evidence={"package": top, "gpu_libraries": {k: v for k, v in sorted(gpu.items())},
                       "native_libraries": sorted(lib_chain), "extension_modules": sorted(table[e][1] for e in extensions)},
-            fix=Fix("load GPU libraries lazily (dlopen/ctypes at first use), link extension modules with "
+            fix=Fix(user=(f"on machines without an NVIDIA driver, import {top} only inside the code that needs the GPU "
+                          f"(`try: import {top}` / `except ImportError`)" if drivers else
+                          f"install the wheels of its CUDA libraries ({_short([_wheel_of(lk, c) for c in cuda], 4)})"),
+                    maintainer="load GPU libraries lazily (dlopen/ctypes at first use), link extension modules with "
                     "-Wl,--as-needed, and import GPU-only submodules inside the functions that need them"),
         )
 
@@ -508,7 +515,12 @@ class NeededLibraryNotFound(LinkageRule):
                 key=lib,
                 evidence={"library": lib, "members": members, "tried": list(res.tried), "found_via": res.found_via,
                           "where": res.where},
-                fix=Fix(f"install what provides {lib}, or add its folder to the module's RUNPATH ($ORIGIN-relative)"),
+                fix=Fix(user=(f"it is at {res.where}: import the package that loads it first, or add its folder to "
+                              "LD_LIBRARY_PATH" if res.found else
+                              f"install the NVIDIA driver (no wheel ships {lib}); without a GPU, do not import these "
+                              "modules" if kind == "driver" else f"`pip install {_wheel_of(lk, lib)}` (it ships {lib})"),
+                        maintainer=f"declare Requires-Dist: {_wheel_of(lk, lib)} and give the module a $ORIGIN-relative "
+                        f"RUNPATH to the folder that holds {lib} (or preload it)"),
             )
 
 
@@ -661,7 +673,8 @@ class UndeclaredCudaLibrary(LinkageRule):
                     severity=sev,
                     key=lib,
                     evidence={"library": lib, "members": members, "requires_dist": [r[0] for r in reqs]},
-                    fix=Fix(f"declare Requires-Dist: {suggestion} (or ship {lib}), or load it lazily"),
+                    fix=Fix(user=f"`pip install {suggestion}` (it ships {lib})",
+                            maintainer=f"declare Requires-Dist: {suggestion} (or ship {lib}), or load it lazily"),
                 )
 
 
@@ -793,3 +806,30 @@ class CudaMajorMismatch(LinkageRule):
                     fix=Fix(f"install the libraries of the CUDA major {lib} belongs to, or the build of this package "
                             f"for the CUDA you have"),
                 )
+
+
+def _wheel_of(lk: Any, lib: str) -> str:
+    """The wheel that ships ``lib`` (nvidia-cublas-cu11 for libcublas.so.11), for fix texts."""
+    exports = lk.catalog.exports(lib)
+    if exports is not None:
+        return exports.dist
+    cuda = lk.catalog.library(lib)
+    if cuda is not None and cuda.components:
+        return f"the nvidia-{cuda.components[0]}-cu* wheel of your CUDA major"
+    return f"the package that ships {lib}"
+
+
+def _unused_user_fix(lk: Any, lib: str, kind: str) -> str:
+    """CU201's workaround, with the whole truth about `cuaudit repair`.
+
+    Issue 15: after a repair that a user read as "removes this entry", `import
+    cupy` failed on the next library: repair removes every unused entry of
+    every module at once, and the libraries that modules really use stay.
+    """
+    repair = ("`cuaudit repair` the wheel: it removes every unused entry of every module at once; "
+              "what remains are the libraries the modules really use")
+    if kind == "system":
+        return "nothing is needed: every manylinux system has it"
+    if kind == "driver":
+        return f"no wheel ships the NVIDIA driver: on machines without one, {repair}, and those still need a GPU"
+    return f"`pip install {_wheel_of(lk, lib)}` (it ships {lib}); or {repair}, which must still be installed"
