@@ -45,8 +45,10 @@ def normalise(report_json: str, replacements: dict[str, str]) -> str:
 
 
 def run_report(args: list[str], cache_dir: str | None) -> str:
-    """``cuaudit ARGS --format json`` in a fresh process of this interpreter, with the source tree's code."""
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    """``cuaudit ARGS --format json`` in a fresh process of this interpreter, with the source tree's code
+    (or the ``src`` folder named by ``CUAUDIT_GOLDEN_SRC``: goldens are written from main's code, e.g.
+    ``git archive main src | tar -x -C /tmp/main`` and ``CUAUDIT_GOLDEN_SRC=/tmp/main/src``)."""
+    env = {**os.environ, "PYTHONPATH": os.environ.get("CUAUDIT_GOLDEN_SRC") or str(REPO / "src")}
     cache = ["--cache-dir", cache_dir] if cache_dir else ["--no-cache"]
     proc = subprocess.run([sys.executable, "-m", "cuaudit", *args, "--isolated", "--format", "json", "--exit-zero",
                            *cache], capture_output=True, text=True, env=env)
