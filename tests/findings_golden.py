@@ -44,11 +44,16 @@ def normalise(report_json: str, replacements: dict[str, str]) -> str:
     return text + "\n"
 
 
+def code_dir() -> str:
+    """The ``src`` folder whose code writes the reports (the audited interpreter inherits it in PYTHONPATH)."""
+    return os.environ.get("CUAUDIT_GOLDEN_SRC") or str(REPO / "src")
+
+
 def run_report(args: list[str], cache_dir: str | None) -> str:
     """``cuaudit ARGS --format json`` in a fresh process of this interpreter, with the source tree's code
     (or the ``src`` folder named by ``CUAUDIT_GOLDEN_SRC``: goldens are written from main's code, e.g.
     ``git archive main src | tar -x -C /tmp/main`` and ``CUAUDIT_GOLDEN_SRC=/tmp/main/src``)."""
-    env = {**os.environ, "PYTHONPATH": os.environ.get("CUAUDIT_GOLDEN_SRC") or str(REPO / "src")}
+    env = {**os.environ, "PYTHONPATH": code_dir()}
     cache = ["--cache-dir", cache_dir] if cache_dir else ["--no-cache"]
     proc = subprocess.run([sys.executable, "-m", "cuaudit", *args, "--isolated", "--format", "json", "--exit-zero",
                            *cache], capture_output=True, text=True, env=env)
@@ -66,7 +71,7 @@ def env_report(make_venv, corpus: Path, tmp: Path, cache_dir: str | None) -> str
     python = venv / "bin" / "python"
     if not python.exists():
         make_venv(venv, [sorted(corpus.glob(p))[0] for p in ENV_WHEELS])
-    return normalise(run_report(["env", "--python", str(python)], cache_dir), {str(venv): "<venv>", str(corpus): "<corpus>"})
+    return normalise(run_report(["env", "--python", str(python)], cache_dir), {str(venv): "<venv>", str(corpus): "<corpus>", code_dir(): "<src>"})
 
 
 def golden_name(wheel: str) -> str:
