@@ -10,7 +10,6 @@ import time
 import traceback
 import zipfile
 import zlib
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, Sequence
 
@@ -307,7 +306,9 @@ class Extraction:
         parallel = jobs > 1 and len(groups) > 1 and (total_tasks >= PARALLEL_MIN_TASKS or total_bytes >= PARALLEL_MIN_BYTES)
         try:
             if parallel:
+                # imported here: a cached or small audit never starts workers (about 20 ms of start-up)
                 import multiprocessing
+                from concurrent.futures import ProcessPoolExecutor
 
                 ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
                 _FORKED = list(artifacts) if ctx is not None else None

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Mapping
 
 from cuaudit.facts import Extractor, MemberReader
-from cuaudit.formats.python import PythonModule, parse_python_text
+from cuaudit.formats.python import LEAVES, PythonModule, child_nodes, parse_python_text, walk
 from cuaudit.model import Member, MemberKind
 
 # -- the facts -------------------------------------------------------------------
@@ -221,6 +221,11 @@ def python_source_facts(module: PythonModule) -> PythonSourceFacts:
 #: a try whose handlers name AttributeError is an attribute check (the seed's snippet); a
 #: broad `except Exception` is error handling, and its accesses stay ordinary CU104 material
 _CATCH_ALL = ("AttributeError",)
+#: the node types `_walk_nested` treats on their own; every other node only passes the walk on
+_NESTED_SPECIAL = frozenset({
+    ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Import, ast.ImportFrom, ast.If,
+    ast.AnnAssign, ast.Try, getattr(ast, "TryStar", ast.Try), ast.Call, ast.Attribute,
+})
 _IN_PACKAGE_TESTS = re.compile(r"[^/]+/(tests|test)/")
 
 
@@ -547,7 +552,7 @@ class _Visitor:
                     for name in _target_names(t):
                         self.deleted.append((name, line))
             # walrus targets at module level
-            for sub in ast.walk(node) if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.Try, ast.For, ast.While, ast.With)) else ():
+            for sub in walk(node) if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.Try, ast.For, ast.While, ast.With)) else ():
                 if isinstance(sub, ast.NamedExpr) and isinstance(sub.target, ast.Name):
                     self._bind(sub.target.id, "assign", line, True)
 
@@ -574,7 +579,7 @@ class _Visitor:
                 self.dynamic.append((line, "__dict__ assignment"))
 
     def _dynamic_value(self, value: ast.AST, line: int) -> None:
-        for sub in ast.walk(value):
+        for sub in walk(value):
             if not isinstance(sub, ast.Call):
                 continue
             f = sub.func
@@ -633,6 +638,13 @@ class _Visitor:
     # -- everything below module level: imports, chains -----------------------------------
     def _walk_nested(self, node: ast.AST, *, scope: str, locals_: frozenset[str], guard, caught: tuple[str, ...], in_def: bool = False) -> None:
         """Imports inside defs/classes and attribute chains everywhere, with their guards."""
+        t = type(node)
+        if t not in _NESTED_SPECIAL:
+            # most nodes: nothing of their own, only children (names and constants have none)
+            for child in child_nodes(node):
+                if type(child) not in LEAVES:
+                    self._walk_nested(child, scope=scope, locals_=locals_, guard=guard, caught=caught, in_def=in_def)
+            return
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             name = getattr(node, "name", "<lambda>")
             inner = f"{name}" if scope == "module" else f"{scope}.{name}"
@@ -646,7 +658,7 @@ class _Visitor:
             assigned = set(params)
             globals_: set[str] = set()
             for sub in body:
-                for n in ast.walk(sub):
+                for n in walk(sub):
                     t = type(n)
                     if t is ast.Name:
                         if type(n.ctx) is ast.Store:
@@ -717,8 +729,9 @@ class _Visitor:
                 root, attrs = found
                 self._add_chain(root, attrs, node, scope, locals_, guard, caught)
                 return
-        for child in ast.iter_child_nodes(node):
-            self._walk_nested(child, scope=scope, locals_=locals_, guard=guard, caught=caught, in_def=in_def)
+        for child in child_nodes(node):
+            if type(child) not in LEAVES:
+                self._walk_nested(child, scope=scope, locals_=locals_, guard=guard, caught=caught, in_def=in_def)
 
     def _add_chain(self, root: str, attrs: tuple[str, ...], node: ast.AST, scope: str, locals_: frozenset[str], guard, caught) -> None:
         g, gl, _ = guard if guard else ("", 0, ())

@@ -101,3 +101,56 @@ def parse_python_text(text: str, path: str = "<source>") -> PythonModule:
         return PythonModule(path, text, ast.Module(body=[], type_ignores=[]),
                             FormatError("CU006", f"{path}: not valid Python: {msg}{where}", line, col), lines)
     return PythonModule(path, text, tree, None, lines)
+
+
+# -- walking the tree: ast.walk / ast.iter_child_nodes without their per-node generators ---------
+#
+# The passes visit every node of every module (the stdlib's too): ``ast.iter_child_nodes``
+# cost half of a cold check of cupy 14.2.0's sources.  These give the same nodes in the
+# same order, except the operator and context singletons (``Load``, ``Add``, ``Eq`` ...),
+# which have no children and are never what a pass looks for (it reads ``node.ctx`` /
+# ``node.op`` directly).
+
+_NO_CHILDREN_FIELDS = frozenset({
+    "ctx", "op", "ops", "type_ignores",
+    # identifiers and plain values, never nodes
+    "id", "attr", "arg", "name", "module", "asname", "level", "conversion", "simple", "is_async", "kind",
+    "type_comment",
+})
+#: list fields that may hold something other than nodes (None for a `**x` key or a keyword-only
+#: argument without default, identifiers for `global`/`nonlocal` and class patterns)
+_MIXED_LISTS = frozenset({"keys", "kw_defaults", "names", "kwd_attrs"})
+_CHILD_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
+#: nodes without children worth visiting (a name's only child is its context)
+LEAVES = (ast.Name, ast.Constant)
+
+
+def _child_fields(t: type) -> tuple[tuple[str, bool], ...]:
+    fields = _CHILD_FIELDS.get(t)
+    if fields is None:
+        fields = _CHILD_FIELDS[t] = tuple((f, f in _MIXED_LISTS) for f in t._fields if f not in _NO_CHILDREN_FIELDS)
+    return fields
+
+
+def child_nodes(node: ast.AST) -> list[ast.AST]:
+    """The child nodes of ``node`` in ``ast.iter_child_nodes`` order (operator/context nodes left out)."""
+    out: list[ast.AST] = []
+    for name, mixed in _CHILD_FIELDS.get(type(node)) or _child_fields(type(node)):
+        value = getattr(node, name, None)
+        if type(value) is list:
+            out += [v for v in value if isinstance(v, ast.AST)] if mixed else value
+        elif value is not None and isinstance(value, ast.AST):
+            out.append(value)
+    return out
+
+
+def walk(node: ast.AST) -> list[ast.AST]:
+    """``node`` and every node below it, in ``ast.walk`` order (operator/context nodes left out)."""
+    out = [node]
+    i = 0
+    while i < len(out):
+        n = out[i]
+        i += 1
+        if type(n) not in LEAVES:
+            out += child_nodes(n)
+    return out
