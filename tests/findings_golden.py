@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden" / "findings"
 
 #: stats that depend on the clock or on what the cache already held
-VOLATILE_STATS = ("seconds", "facts_extracted", "facts_cached")
+VOLATILE_STATS = ("seconds", "facts_extracted", "facts_cached", "evidence_facts_extracted", "evidence_facts_cached")
 
 #: the environment pinned by a golden: corpus wheels installed with pip --no-deps --no-index
 ENV_WHEELS = (
@@ -53,9 +53,13 @@ def run_report(args: list[str], cache_dir: str | None) -> str:
     """``cuaudit ARGS --format json`` in a fresh process of this interpreter, with the source tree's code
     (or the ``src`` folder named by ``CUAUDIT_GOLDEN_SRC``: goldens are written from main's code, e.g.
     ``git archive main src | tar -x -C /tmp/main`` and ``CUAUDIT_GOLDEN_SRC=/tmp/main/src``)."""
-    env = {**os.environ, "PYTHONPATH": code_dir()}
+    # The code comes in through sys.path, not PYTHONPATH: an audited interpreter (env --python)
+    # inherits the environment, and would then find cuaudit's own sources as installed code.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     cache = ["--cache-dir", cache_dir] if cache_dir else ["--no-cache"]
-    proc = subprocess.run([sys.executable, "-m", "cuaudit", *args, "--isolated", "--format", "json", "--exit-zero",
+    launch = (f"import sys; sys.path.insert(0, {code_dir()!r}); sys.argv[0] = 'cuaudit'; "
+              "from cuaudit.cli import entry; entry()")
+    proc = subprocess.run([sys.executable, "-c", launch, *args, "--isolated", "--format", "json", "--exit-zero",
                            *cache], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"cuaudit {' '.join(args)} failed: {proc.stderr[-2000:]}")
