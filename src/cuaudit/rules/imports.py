@@ -224,7 +224,7 @@ class SubmoduleNotBound(Rule):
     # CU102, the form that breaks users (cupy.cuda.nccl).  A package's own CI raises it with
     # `severity = {CU101 = "warning"}`.
     severity = Severity.INFO
-    needs = (FACTS, "extension_strings")
+    needs = (FACTS, "extension_strings", "import_time")
 
     def check(self, ctx) -> Iterator[Finding]:
         for t in _package_traps(ctx):
@@ -293,7 +293,7 @@ class GetattrMissesSubmodule(Rule):
     name = "getattr-misses-submodule"
     summary = "A module `__getattr__` raises AttributeError for an importable submodule"
     severity = Severity.WARNING
-    needs = (FACTS, "extension_strings")
+    needs = (FACTS, "extension_strings", "import_time")
 
     def check(self, ctx) -> Iterator[Finding]:
         m = _model(ctx)
@@ -359,7 +359,7 @@ class LazyTableMismatch(Rule):
     name = "lazy-table-mismatch"
     summary = "A lazy-loading table, its `.pyi` stub and the files on disk disagree"
     severity = Severity.WARNING
-    needs = (FACTS, "extension_strings")
+    needs = (FACTS, "extension_strings", "import_time")
 
     def check(self, ctx) -> Iterator[Finding]:
         m = _model(ctx)
@@ -607,7 +607,7 @@ class SubmoduleAttributeAccess(Rule):
     name = "submodule-attribute-access"
     summary = "Code reaches a submodule through attributes without importing it"
     severity = Severity.WARNING
-    needs = (FACTS, "extension_strings")
+    needs = (FACTS, "extension_strings", "import_time")
 
     def check(self, ctx) -> Iterator[Finding]:
         for t in _chain_traps(ctx):
@@ -688,7 +688,7 @@ class AttributeErrorAvailabilityCheck(Rule):
     name = "attribute-error-availability-check"
     summary = "An availability check catches AttributeError from an unimported submodule"
     severity = Severity.WARNING
-    needs = (FACTS, "extension_strings")
+    needs = (FACTS, "extension_strings", "import_time")
 
     def check(self, ctx) -> Iterator[Finding]:
         seen: set[tuple] = set()
