@@ -7,6 +7,8 @@
     python benchmarks/accuracy.py run --write-results    # both, and a section of RESULTS.md
     python benchmarks/accuracy.py code                   # user scripts: cuaudit vs pyright, ty, mypy
     python benchmarks/accuracy.py --quick                # fixture packages built here (CI)
+    python benchmarks/accuracy.py env --python PY        # every distribution of another environment
+    python benchmarks/accuracy.py claims --python PY --report env.json   # CU201/CU203 vs real loads
 
 Static side: the environment is audited as cuaudit audits it (its
 distributions read from disk, never imported) and every public
@@ -386,6 +388,95 @@ def quick(limit: int = 20) -> Score:
     return s
 
 
+# -- loader claims (CU201, CU203) against real loads --------------------------------------
+
+_LOAD = "import ctypes, sys\ntry:\n    ctypes.CDLL(sys.argv[1])\nexcept OSError as e:\n    print('LOADFAIL', e)\n"
+
+
+def _load(python: str, path: str, env: dict, timeout: float) -> subprocess.CompletedProcess | None:
+    try:
+        return subprocess.run([python, "-I", "-c", _LOAD, path], capture_output=True, text=True, env=env,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def check_loader_claims(python: str, report: dict, *, timeout: float = 60.0, limit: int = 50) -> list[str]:
+    """CU201 claims against ``LD_BIND_NOW=1 LD_DEBUG=bindings`` of a real load; CU203 against a real load.
+
+    CU201 "F needs L but binds none of its symbols" is confirmed when the loader binds no symbol
+    of F to L; CU203 "L is not found for F" is confirmed when ``ctypes.CDLL(F)`` fails naming L.
+    A file whose load fails for another reason leaves its claims undecided.
+    """
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("LD_", "PYTHON"))}
+    counts: dict[str, list[int]] = {"CU201": [0, 0, 0], "CU203": [0, 0, 0]}  # confirmed, refuted, undecided
+    wrong: list[str] = []
+    by_file: dict[str, list[dict]] = {}
+    for f in report.get("findings", ()):
+        if f["code"] in counts and f["location"].get("member"):
+            path = os.path.join(f["location"]["artifact"]["path"], f["location"]["member"])
+            by_file.setdefault(path, []).append(f)
+    for path, claims in sorted(by_file.items()):
+        bind = _load(python, path, {**base, "LD_BIND_NOW": "1", "LD_DEBUG": "bindings"}, timeout)
+        failed = bind is None or "LOADFAIL" in bind.stdout
+        bound_to: set[str] = set()
+        if bind is not None:
+            real = os.path.realpath(path)
+            for line in bind.stderr.splitlines():
+                if "binding file " not in line or " to " not in line:
+                    continue
+                src, _, rest = line.split("binding file ", 1)[1].partition(" to ")
+                if os.path.realpath(src.split(" [")[0]) == real:
+                    bound_to.add(os.path.basename(os.path.realpath(rest.split(" [")[0])))
+        for f in claims:
+            lib = f["evidence"].get("library") or f["location"].get("symbol") or ""
+            code = f["code"]
+            if code == "CU201":
+                if failed:
+                    counts[code][2] += 1
+                    continue
+                lib_real = _loaded_as(bind.stderr, lib)
+                used = lib_real in bound_to or lib in bound_to
+                counts[code][0 if not used else 1] += 1
+                if used:
+                    wrong.append(f"CU201 REFUTED {path}: the loader binds symbols of {lib}")
+            else:
+                if bind is None:
+                    counts[code][2] += 1
+                elif "LOADFAIL" in bind.stdout and lib in bind.stdout:
+                    counts[code][0] += 1
+                elif "LOADFAIL" in bind.stdout:
+                    counts[code][2] += 1
+                else:
+                    counts[code][1] += 1
+                    wrong.append(f"CU203 REFUTED {path}: loads on its own, {lib} found")
+    lines = [f"{code}: {c} confirmed, {r} refuted, {u} undecided (load failed)" for code, (c, r, u) in counts.items()]
+    return lines + wrong[:limit]
+
+
+def _loaded_as(ld_debug: str, soname: str) -> str:
+    """The file name the loader used for ``soname`` (bindings name files by path)."""
+    for line in ld_debug.splitlines():
+        if f" to " in line and soname in line:
+            target = line.split(" to ", 1)[1].split(" [")[0]
+            if os.path.basename(target).startswith(soname.split(".so")[0]):
+                return os.path.basename(os.path.realpath(target))
+    return soname
+
+
+def run_env(python: str, *, limit: int, timeout: float) -> Score:
+    """CU101/CU102 on every distribution of another environment (the GPU machine's)."""
+    static = static_verdicts(python)
+    runtime = runtime_verdicts(python, env_sys_path(python), static, timeout=timeout)
+    s = score(join(static, runtime))
+    print(HEADER)
+    print("\n".join(render(f"environment {python}", s, dists=len({p.dist for p in static.values()}))))
+    print("\n".join(per_rule_lines(s)))
+    for line in mistakes(s, limit):
+        print("   ", line)
+    return s
+
+
 # -- RESULTS.md -----------------------------------------------------------------------------
 
 
@@ -418,7 +509,9 @@ def write_results(scores: dict[str, tuple[Score, int]], note: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("command", nargs="?", default="run", choices=("setup", "run", "code"))
+    p.add_argument("command", nargs="?", default="run", choices=("setup", "run", "code", "env", "claims"))
+    p.add_argument("--python", help="env/claims: the interpreter of the environment")
+    p.add_argument("--report", help="claims: a `cuaudit env --format json` report of that environment")
     p.add_argument("--quick", action="store_true", help="fixture packages only (CI)")
     p.add_argument("--set", action="append", choices=("tune", "heldout"), help="default: both")
     p.add_argument("--limit", type=int, default=40, help="mistakes listed per set")
@@ -431,6 +524,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if not s.false_claims and not s.misses else 1
     if args.command == "setup":
         return setup()
+    if args.command == "env":
+        run_env(args.python or sys.executable, limit=args.limit, timeout=args.timeout)
+        return 0
+    if args.command == "claims":
+        report = json.loads(Path(args.report).read_text())
+        print("\n".join(check_loader_claims(args.python or sys.executable, report, limit=args.limit)))
+        return 0
     if args.command == "code":
         from accuracy_code import main as code_main
 
