@@ -212,3 +212,18 @@ def test_condition_evaluation_reports_its_assumptions():
     cond = next(e for e in prog.effects if e.module == "json").conditions
     t = model.runs("m", cond)
     assert t.value is False and "FORCE_X is unset" in (t.assumed or "FORCE_X is unset")
+
+
+def test_code_reaching_through_a_shadowed_name(tree_factory):
+    """`import sh.series; sh.series.gruntz`: `sh.series` is the function the package re-bound."""
+    root = tree_factory({
+        "sh/__init__.py": "from .series import series\n",
+        "sh/series/__init__.py": "from .impl import series\n",
+        "sh/series/impl.py": "def series(): pass\n",
+        "sh/series/gruntz.py": "",
+        "user.py": "import sh.series\nsh.series.gruntz\n",
+    })
+    report = run([root])
+    found = [f for f in report.findings if f.code == "CU104"]
+    assert [(f.location.member, f.location.line) for f in found] == [("user.py", 2)]
+    assert "from sh.series import gruntz" in found[0].fix.description and not found[0].fix.edits

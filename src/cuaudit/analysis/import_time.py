@@ -50,6 +50,7 @@ class ModuleRun:
     sure: set[str] = field(default_factory=set)
     maybe: dict[str, str] = field(default_factory=dict)  # module -> the condition it depends on
     opaque: str = ""  # a followed call imports a computed name: why the model cannot list its imports
+    swapped: str = ""  # a followed call replaces the module in sys.modules: what the model cannot see
     assumptions: set[str] = field(default_factory=set)
 
 
@@ -135,6 +136,8 @@ class ImportTimeModel:
             return "little"
         if name == "sys.implementation.name" or name == "platform.python_implementation":
             return "cpython"
+        if name == "__name__":
+            return module  # imported, never "__main__"
         if isinstance(node, ast.Name):
             prog = self.program_for(module)
             if prog is not None:
@@ -250,6 +253,8 @@ class ImportTimeModel:
                 target = absolute_module(target.lstrip("."), level, module, is_pkg) or ""
             parts = [p for p in target.split(".") if p]
             self._add(out, [".".join(parts[: i + 1]) for i in range(len(parts))], t)
+        elif e.kind == "swap":
+            out.swapped = out.swapped or f"{module}:{e.line} replaces a module in sys.modules"
         elif e.kind == "call" and depth < CALL_DEPTH:
             target = self.callable(module, e.callee)
             if target is None:
@@ -267,8 +272,12 @@ class ImportTimeModel:
             for inner in body.effects:
                 self._effect(where, w_pkg, body_prog, inner, out, t, depth + 1, seen)
 
-    def callable(self, module: str, dotted: str) -> tuple[str, str] | None:
+    def callable(self, module: str, dotted: str, _seen: set | None = None) -> tuple[str, str] | None:
         """(module, function or ``Class.method``) a dotted name called in ``module`` resolves to."""
+        seen = _seen if _seen is not None else set()
+        if (module, dotted) in seen or len(seen) > 16:
+            return None  # aliases and re-exports that go round in circles
+        seen.add((module, dotted))
         u = self.universe
         prog = self.program_for(module)
         if prog is None:
@@ -279,10 +288,10 @@ class ImportTimeModel:
                 return module, head
             value = _bound_value(prog, head)
             if value and value != dotted:
-                return self.callable(module, value) if "." in value else None
+                return self.callable(module, value, seen) if "." in value else None
             imported = self._imported_object(module, head)
             if imported and imported[1]:
-                return self.callable(imported[0], imported[1])
+                return self.callable(imported[0], imported[1], seen)
             return None
         # an instance of a class of this module: `_reg.import_prefix`
         value = _bound_value(prog, head)
@@ -302,9 +311,9 @@ class ImportTimeModel:
             mod = f"{mod}.{parts[0]}"
             parts = parts[1:]
         if len(parts) == 1:
-            return self.callable(mod, parts[0]) if u.exists(mod) and not mod.startswith(module + ".__") else None
+            return self.callable(mod, parts[0], seen) if u.exists(mod) and not mod.startswith(module + ".__") else None
         if len(parts) == 2:
-            return self.callable(mod, ".".join(parts))
+            return self.callable(mod, ".".join(parts), seen)
         return None
 
     def _imported_object(self, module: str, name: str) -> tuple[str, str] | None:
@@ -327,25 +336,19 @@ class ImportTimeModel:
             return (base, e.name)
         return None
 
-    def named_modules(self, top: str) -> frozenset[str]:
-        """Modules of package ``top`` named as literal call arguments anywhere in its code."""
-        key = ("named", top)
+    def named_modules(self, module: str) -> frozenset[str]:
+        """Modules of ``module``'s package named as literal arguments of the calls its top level
+        makes (decorators included): what a registry filled at import time may preload."""
+        key = ("named", module)
         if key not in self._runs:
-            u = self.universe
-            found: set[str] = set()
-            for name in list(u._programs):
-                if name.split(".")[0] != top:
-                    continue
-                prog = self.program_for(name)
-                if prog is None:
-                    continue
-                calls = [e for e in prog.effects if e.kind == "call"] + [e for f in prog.functions for e in f.effects if e.kind == "call"]
-                found.update(a for e in calls for a in e.args if a.startswith(top + ".") and u.exists(a))
-            self._runs[key] = frozenset(found)
+            prog = self.program_for(module)
+            top = module.split(".")[0] + "."
+            calls = [e for e in prog.effects if e.kind == "call"] if prog is not None else []
+            self._runs[key] = frozenset(a for e in calls for a in e.args if a.startswith(top) and self.universe.exists(a))
         return self._runs[key]
 
     # -- bindings ------------------------------------------------------------------------------
-    def final_binding(self, module: str, name: str) -> tuple[str, Effect | None, Truth]:
+    def final_binding(self, module: str, name: str, _depth: int = 0) -> tuple[str, Effect | None, Truth]:
         """How ``name`` ends up bound by running ``module``: (what, effect, truth).
 
         what: ``module:<dotted>`` (bound to that submodule), ``object`` (something else),
@@ -375,7 +378,11 @@ class ImportTimeModel:
                 elif e.name == "as" and e.level == 0:
                     what = f"module:{base}"
                 elif base and self.universe.exists(f"{base}.{e.name}"):
-                    what = f"module:{base}.{e.name}"
+                    # `from .series import series`: the attribute `series` of the module
+                    # sympy.series, which re-binds it to a function after importing the
+                    # submodule of that name
+                    inner = self.final_binding(base, e.name, _depth + 1) if _depth < 6 and base != module else ("none", None, Truth(True))
+                    what = "object" if inner[0] == "object" and inner[2].value is True else f"module:{base}.{e.name}"
                 elif e.name == "*":
                     continue
                 else:

@@ -259,6 +259,8 @@ class Reach:
     status: str
     detail: str = ""
     target: str | None = None  # the module the attribute is, when known
+    #: an ancestor name is re-bound to an object: the chain reaches that object, not the module
+    shadow: bool = False
 
     @property
     def works(self) -> bool:
@@ -479,10 +481,12 @@ class ModuleUniverse:
         if opaque:
             # a registry filled with literal module names (sqlalchemy's
             # `@preload_module("sqlalchemy.orm.strategies")`): those may be imported
-            top = opaque.split(":")[0].split(".")[0]
-            for mod in self.model.named_modules(top):
-                if mod not in imported:
-                    maybe.setdefault(mod, f"{opaque}, and {mod} is named as a call argument in {top}")
+            # only registrations made by modules that run (sqlalchemy.orm's own are not, when
+            # `import sqlalchemy` imports no sqlalchemy.orm module)
+            for m in imported:
+                for mod in self.model.named_modules(m) if m in self._programs else ():
+                    if mod not in imported:
+                        maybe.setdefault(mod, f"{opaque}, and {m} names {mod} in a call at import time")
         for mod, why in list(maybe.items()):
             for more in self._closure_of(mod, False):
                 if more not in imported:
@@ -514,7 +518,7 @@ class ModuleUniverse:
             where = f"{entry.display}:{effect.line}" if entry else owner
             if truth.value is None:
                 return Reach("unknown", f"{where} may re-bind {name} to an object (either way: {truth.reason})")
-            return Reach("trap", f"{where} re-binds {name} to an object after importing {child}: `{child}` is that object, not the module")
+            return Reach("trap", f"{where} re-binds {name} to an object after importing {child}: `{child}` is that object, not the module", shadow=True)
         return None
 
     def getattr_verdict(self, parent: str, sub: str, model) -> Reach | None:
@@ -673,6 +677,9 @@ class ModuleUniverse:
             return Reach("imported", f"{full} is imported when {parent} is", full)
         if prog is not None:
             maybe, opaque = self.maybe_imported(imported)
+            run = self.model.run(parent)
+            if run is not None and run.swapped:
+                return Reach("unknown", f"unknown: {run.swapped} while {parent} is imported")
             if either:
                 return Reach("unknown", either)
             if full in maybe:

@@ -142,7 +142,7 @@ class ImportTimeExtractor(Extractor):
     """The import-time program of a Python module (order, conditions, calls, swaps)."""
 
     name = "import_time"
-    version = 1
+    version = 2
 
     def applies(self, member: Member) -> bool:
         return member.kind in (MemberKind.PYTHON, MemberKind.BUILD) and member.path.endswith(".py")
@@ -200,29 +200,50 @@ def _import_effects(node: ast.Import | ast.ImportFrom, conds: tuple[Condition, .
                          bound=a.asname or a.name)
 
 
-def _calls_in(node: ast.AST, conds: tuple[Condition, ...]) -> Iterator[Effect]:
-    """Calls (and dynamic imports) evaluated by an expression, not entering lambdas."""
+def _own_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
+    """Every node of a function body that runs when it is called: not nested defs, classes, lambdas."""
+    stack: list[ast.AST] = list(reversed(body))
+    while stack:
+        n = stack.pop()
+        yield n
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            stack.extend(reversed(n.decorator_list if not isinstance(n, ast.Lambda) else []))
+            continue
+        if isinstance(n, ast.ClassDef):
+            continue
+        stack.extend(reversed(list(ast.iter_child_nodes(n))))
+
+
+def _calls_in(node: ast.AST, conds: tuple[Condition, ...], shallow: bool = False) -> Iterator[Effect]:
+    """Calls (and dynamic imports) evaluated by an expression, not entering lambdas
+    (``shallow``: only ``node`` itself, its arguments' calls come on their own)."""
+    if shallow:
+        yield from _calls_in_one(node, conds)
+        return
     stack = [node]
     while stack:
         n = stack.pop()
         if isinstance(n, ast.Lambda):
             continue
         if isinstance(n, ast.Call):
-            name = dotted(n.func)
-            short = name.rpartition(".")[2]
-            if short in ("import_module", "__import__") and n.args:
-                arg = n.args[0]
-                literal = arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else ""
-                package = ""
-                if len(n.args) > 1 and isinstance(n.args[1], ast.Name):
-                    package = n.args[1].id
-                for kw in n.keywords:
-                    if kw.arg == "package" and isinstance(kw.value, ast.Name):
-                        package = kw.value.id
-                yield Effect("dynamic-import", n.lineno, conds, module=literal, name=package)
-            elif name:
-                yield Effect("call", n.lineno, conds, callee=name, args=_literal_strings(n.args))
+            yield from _calls_in_one(n, conds)
         stack.extend(reversed(list(ast.iter_child_nodes(n))))
+
+
+def _calls_in_one(n: ast.Call, conds: tuple[Condition, ...]) -> Iterator[Effect]:
+    name = dotted(n.func)
+    if name.rpartition(".")[2] in ("import_module", "__import__") and n.args:
+        arg = n.args[0]
+        literal = arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else ""
+        package = ""
+        if len(n.args) > 1 and isinstance(n.args[1], ast.Name):
+            package = n.args[1].id
+        for kw in n.keywords:
+            if kw.arg == "package" and isinstance(kw.value, ast.Name):
+                package = kw.value.id
+        yield Effect("dynamic-import", n.lineno, conds, module=literal, name=package)
+    elif name:
+        yield Effect("call", n.lineno, conds, callee=name, args=_literal_strings(n.args))
 
 
 def _ends_in_raise_attribute_error(body: list[ast.stmt]) -> bool:
@@ -398,11 +419,15 @@ class _Reader:
     # -- function bodies ------------------------------------------------------------------
     def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> FunctionBody:
         effects: list[Effect] = []
-        for stmt in node.body:
-            for sub in ast.walk(stmt):
-                if isinstance(sub, (ast.Import, ast.ImportFrom)):
-                    effects.extend(_import_effects(sub, ()))
-            effects.extend(e for e in _calls_in(stmt, ()) if True)
+        for sub in _own_nodes(node.body):
+            if isinstance(sub, (ast.Import, ast.ImportFrom)):
+                effects.extend(_import_effects(sub, ()))
+            elif isinstance(sub, ast.Call):
+                effects.extend(_calls_in(sub, (), shallow=True))
+            elif isinstance(sub, ast.Assign) and any(
+                    isinstance(t, ast.Subscript) and dotted(t.value) == "sys.modules" for t in sub.targets):
+                # cryptography's utils.deprecated(): the caller's module is replaced by a wrapper
+                effects.append(Effect("swap", sub.lineno))
         nested = {s.name: s for s in node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
         returned = ""
         last = node.body[-1] if node.body else None

@@ -548,7 +548,14 @@ def _file_traps(uni: ModuleUniverse, art, path: str, own: str | None, facts) -> 
             r = uni.reach(cur, attr, lambda c=cur: closure_for(c))
             if r.works:
                 if r.status == "bound" and r.target != cand:
-                    break  # bound to something else: we no longer know what the chain is
+                    # bound to something else: the chain goes on from that object.  When the
+                    # package re-binds the name after importing the submodule (sympy's
+                    # `from .series import series`), a submodule reached through it is a trap.
+                    nxt = ch.attrs[depth + 1] if depth + 1 < len(ch.attrs) else None
+                    shadow = uni.shadowed(cand) if nxt and uni.exists(f"{cand}.{nxt}") else None
+                    if shadow is not None and shadow.is_trap:
+                        out.append(_ChainTrap(art, path, ch, cand, nxt, f"{cand}.{nxt}", shadow, imp))
+                    break
                 cur = cand
                 continue
             if r.is_trap:
@@ -615,6 +622,18 @@ class SubmoduleAttributeAccess(Rule):
             if ch.guard:
                 continue  # an availability check: CU105
             dotted = ".".join((ch.root,) + ch.attrs)
+            if t.reach.shadow:
+                # importing the submodule does not help: the walk goes through the re-bound object
+                yield self.finding(
+                    Location(t.artifact.ref, t.member, ch.line, ch.column, ch.end_line, ch.end_column, symbol=t.module),
+                    f"`{dotted}` walks through `{t.parent}`, which is not the module: {t.reach.detail}; this raises "
+                    f"AttributeError (the object has no attribute '{t.sub}') even after `import {t.module}`",
+                    fix=Fix(f"Bind the submodule directly: `from {t.parent} import {t.sub}` (or `import {t.module} as {t.sub}`)"),
+                    evidence={"module": t.module, "parent": t.parent, "submodule": f"{t.parent}.{t.sub}", "why": t.reach.detail},
+                    key=f"{t.module}",
+                    origin=_origin(t),
+                )
+                continue
             edits, applicability = _import_edit(t)
             yield self.finding(
                 Location(t.artifact.ref, t.member, ch.line, ch.column, ch.end_line, ch.end_column, symbol=t.module),
