@@ -36,8 +36,23 @@ from typing import Any, Callable, Sequence
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
-FETCH_SCRIPT = REPO.parent / "shared" / "corpus" / "fetch.sh"
+FETCH_SCRIPT = REPO / "scripts" / "fetch_corpus.py"
 PY = sys.executable
+
+
+def corpus_python() -> str:
+    """A CPython 3.11 to build environments from the corpus wheels (they are cp311 builds),
+    whatever Python runs the harness (the test suite runs on 3.10 to 3.13)."""
+    if sys.version_info[:2] == (3, 11):
+        return PY
+    import glob
+
+    root = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
+    for cand in [shutil.which("python3.11"), *sorted(glob.glob(os.path.join(root, "versions", "3.11.*", "bin", "python3.11")))]:
+        if cand and subprocess.run([cand, "-c", "import sys; assert sys.version_info[:2] == (3, 11)"],
+                                   capture_output=True).returncode == 0:
+            return cand
+    raise NotAvailable("the corpus wheels are cp311 builds and no CPython 3.11 was found to install them")
 
 
 def corpus_dir() -> Path:
@@ -82,13 +97,10 @@ class Run:
             self.log(f"corpus script not found at {FETCH_SCRIPT}")
             return
         d = corpus_dir()
-        d.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, WITH_LARGE="1" if self.large else "0")
-        self.log(f"fetching the corpus into {d}{' (WITH_LARGE=1)' if self.large else ''} ...")
-        proc = subprocess.run(["bash", str(FETCH_SCRIPT), str(d)], env=env, capture_output=True, text=True)
+        self.log(f"fetching the corpus into {d}{' (--large)' if self.large else ''} ...")
+        cmd = [PY, str(FETCH_SCRIPT), str(d)] + (["--large"] if self.large else [])
+        proc = subprocess.run(cmd, capture_output=True, text=True)
         self.log((proc.stdout + proc.stderr).strip()[-400:])
-        if proc.returncode == 0 and not (d / ".complete").exists():
-            (d / ".complete").write_text("ok\n")
 
 
 class Input:
@@ -258,7 +270,8 @@ class Environment(Input):
 
     def _resolve(self, run: Run) -> Venv:
         wheels = [run.corpus_file(p) for p in self.wheels]
-        digest = hashlib.sha256("\n".join(w.name for w in wheels).encode()).hexdigest()[:12]
+        python = corpus_python()
+        digest = hashlib.sha256("\n".join([python, *(w.name for w in wheels)]).encode()).hexdigest()[:12]
         root = cache_dir() / "venv" / digest
         if not root.exists():
             # built beside and renamed when complete, under a lock so that
@@ -270,16 +283,16 @@ class Environment(Input):
             with open(root.parent / f"{digest}.lock", "w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 if not root.exists():
-                    self._build(run, wheels, root.with_name(digest + ".building"), root)
+                    self._build(run, wheels, root.with_name(digest + ".building"), root, python)
         site = next(iter(sorted((root / "lib").glob("python*/site-packages"))), None)
         if site is None:
             raise NotAvailable(f"{root} has no site-packages")
         return Venv(root / "bin" / "python", site)
 
-    def _build(self, run: Run, wheels: list[Path], tmp: Path, root: Path) -> None:
+    def _build(self, run: Run, wheels: list[Path], tmp: Path, root: Path, python: str) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
         run.log(f"building an environment of {len(wheels)} wheels in {root} (once) ...")
-        subprocess.run([PY, "-m", "venv", "--without-pip", str(tmp)], check=True)
+        subprocess.run([python, "-m", "venv", "--without-pip", str(tmp)], check=True)
         proc = subprocess.run(
             [PY, "-m", "pip", "--python", str(tmp / "bin" / "python"), "install", "-q", "--no-deps", "--no-index",
              "--no-compile", "--disable-pip-version-check", *map(str, wheels)],

@@ -9,7 +9,7 @@
 Run it with the interpreter that has cuaudit and the ``bench`` extra
 (``pip install -e '.[bench]'``).  Inputs come from the corpus
 (``CUAUDIT_CORPUS``, default ``~/.cache/cuaudit/corpus``; fetched with
-``../shared/corpus/fetch.sh``, ``WITH_LARGE=1`` for the full run); members
+``scripts/fetch_corpus.py``, ``--large`` for the full run); members
 extracted for peers that need files on disk and the environments built for
 ``cuaudit env`` are kept in ``CUAUDIT_BENCH_CACHE`` (``~/.cache/cuaudit/bench``).
 

@@ -1,9 +1,10 @@
 """Shared test helpers: fixtures built from strings, the real corpus, the CLI.
 
 Every helper here builds its inputs itself (tiny wheels, trees, ELF files
-compiled with ``cc``); ``corpus`` gives the real public artifacts of
-``../shared/corpus`` (downloaded once into a cache, skipped with a reason
-only when the download is impossible).
+compiled with ``cc``); ``corpus`` gives the real public artifacts pinned in
+``tests/corpus.toml`` (downloaded once into a cache by
+``scripts/fetch_corpus.py``, skipped with a reason only when the download is
+impossible).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_CORPUS = REPO.parent / "shared" / "corpus"
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -88,6 +88,22 @@ def compile_so(directory: Path, name: str, source: str, *, libs: list[str] = (),
     return out
 
 
+def make_venv(base: Path, wheels: list[Path]) -> Path:
+    """A venv at ``base`` with ``wheels`` installed (``pip --no-deps --no-index``): its ``python``.
+
+    Built with a CPython 3.11 when a wheel is a cp311 build (the corpus wheels are),
+    so the same tests run whatever Python runs the suite.
+    """
+    python = corpus_python() if any("-cp311-" in Path(w).name for w in wheels) else sys.executable
+    subprocess.run([python, "-m", "venv", "--without-pip", str(base)], check=True, capture_output=True)
+    py = base / "bin" / "python"
+    proc = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps",
+                           "--no-index", *map(str, wheels)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.fail(f"could not install into a venv: {proc.stderr[-500:]}")
+    return py
+
+
 @pytest.fixture
 def wheel_factory(tmp_path: Path):
     def factory(name: str = "demo", version: str = "1.0", files: dict | None = None, **kw) -> Path:
@@ -131,20 +147,43 @@ def _corpus_dir() -> Path:
     return Path(os.environ.get("CUAUDIT_CORPUS") or Path.home() / ".cache" / "cuaudit" / "corpus")
 
 
+def _corpus_complete(d: Path, large: bool) -> bool:
+    """Every pinned file of the set is there (hashes were checked when it was fetched)."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        from fetch_corpus import load_manifest
+    finally:
+        sys.path.pop(0)
+    return all((d / e["file"]).is_file() for e in load_manifest() if large or e["set"] == "default")
+
+
 @pytest.fixture(scope="session")
 def corpus() -> Path:
-    """The directory of the real public artifacts (downloaded once, then cached)."""
+    """The directory of the real public artifacts (tests/corpus.toml), downloaded once and cached.
+
+    Fetched by the project's own scripts/fetch_corpus.py (pinned by SHA-256); skipped
+    with the reason only when the package index cannot be reached.
+    """
     d = _corpus_dir()
-    marker = d / ".complete"
-    if not marker.exists():
-        if not SHARED_CORPUS.joinpath("fetch.sh").exists():
-            pytest.skip(f"corpus script not found at {SHARED_CORPUS}")
-        d.mkdir(parents=True, exist_ok=True)
-        proc = subprocess.run(["bash", str(SHARED_CORPUS / "fetch.sh"), str(d)], capture_output=True, text=True)
+    if not _corpus_complete(d, large=False):
+        proc = subprocess.run([sys.executable, str(REPO / "scripts" / "fetch_corpus.py"), str(d)],
+                              capture_output=True, text=True)
         if proc.returncode != 0:
-            pytest.skip(f"the package registry is unreachable, corpus download failed: {proc.stderr.strip()[-300:]}")
-        marker.write_text("ok\n")
+            pytest.skip(f"the package index is unreachable, corpus download failed: {proc.stderr.strip()[-300:]}")
     return d
+
+
+def corpus_python() -> str:
+    """A CPython 3.11: the corpus wheels are cp311 builds, whatever Python runs the suite."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        from harness import NotAvailable, corpus_python as find
+    finally:
+        sys.path.pop(0)
+    try:
+        return find()
+    except NotAvailable as exc:
+        pytest.skip(str(exc))
 
 
 def corpus_file(corpus: Path, pattern: str) -> Path:

@@ -157,8 +157,9 @@ def test_quick_mode_produces_every_row(corpus: Path, bench_cache: Path, tmp_path
             assert cmd["peak_mb"] > 0, where
             assert len(cmd["samples"]) == 1, where
             if cmd["role"] != "cuaudit" and case["commands"][0]["median_s"]:
+                # the JSON keeps three decimals: 0.0445 is written 0.044
                 assert cmd["ratio_to_cuaudit"] == pytest.approx(cmd["median_s"] / case["commands"][0]["median_s"],
-                                                                rel=1e-2)
+                                                                rel=1e-2, abs=5e-4)
     by_name = {c["name"]: c for c in doc["cases"]}
     # the plain-Python floors report what they read
     inflate = next(c for c in by_name["check-rmm"]["commands"] if c["role"] == "floor")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import compile_so, corpus_file
+from conftest import compile_so, corpus_file, make_venv
 
 from cuaudit.facts import InputError
 from cuaudit.facts.cython import CExport, CImport, TypeDef, TypeImport, read_module
@@ -304,14 +304,7 @@ def test_diff_identical_releases_is_clean(cython_fixture, cli):
 # -- the real corpus -------------------------------------------------------------------------------
 
 
-def _venv(base: Path, wheels: list[Path]) -> Path:
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(base)], check=True)
-    py = base / "bin" / "python"
-    proc = subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps",
-                           "--no-index", *map(str, wheels)], capture_output=True, text=True)
-    if proc.returncode != 0:
-        pytest.skip(f"could not install into a venv: {proc.stderr[-300:]}")
-    return py
+_venv = make_venv
 
 
 @pytest.mark.corpus

@@ -100,13 +100,14 @@ def test_every_documented_environment_variable_is_read():
         "CUAUDIT_EXTEND_IGNORE": "CU301", "CUAUDIT_FAIL_ON": "error", "CUAUDIT_TARGET_ARCHS": "sm_80, sm_90",
         "CUAUDIT_EXCLUDE": "build/*", "CUAUDIT_BASELINE": "b.json", "CUAUDIT_JOBS": "4", "CUAUDIT_CACHE": "0",
         "CUAUDIT_CACHE_DIR": "/tmp/x", "CUAUDIT_PROBE": "yes", "CUAUDIT_PROBE_TIMEOUT": "2.5",
+        "CUAUDIT_CACHE_MAX_SIZE": "2GB",
     }
     c = cfg.load(isolated=True, environ=env)
     assert (c.select, c.ignore, c.extend_select, c.extend_ignore) == (("CU2",), ("CU201",), ("CU3",), ("CU301",))
     assert c.selected == ("CU2", "CU3") and c.ignored == ("CU201", "CU301")
     assert c.fail_on is Severity.ERROR and c.target_archs == ("sm_80", "sm_90") and c.exclude == ("build/*",)
     assert c.baseline == "b.json" and c.jobs == 4 and c.cache is False and c.cache_dir == "/tmp/x"
-    assert c.probe is True and c.probe_timeout == 2.5
+    assert c.probe is True and c.probe_timeout == 2.5 and c.cache_max_size == 2 * 1024**3
     assert set(cfg.ENV_KEYS) == {k[len("CUAUDIT_"):].lower().replace("_", "-") for k in env}
 
 
@@ -127,12 +128,26 @@ def test_every_documented_environment_variable_is_read():
         ('[tool.cuaudit]\nper-path-ignores = ["x"]\n', "'per-path-ignores' must be a table"),
         ('[tool.cuaudit\nselect = []\n', "not valid TOML"),
         ('[tool]\ncuaudit = 3\n', "[tool.cuaudit] must be a table"),
+        # validated against what the rules declare (issue 11): typos, strings for lists, unknown archs, no match
+        ('[tool.cuaudit.linkage]\nwiht = ["x.whl"]\n', "unknown option 'wiht' (did you mean 'with'?)"),
+        ('[tool.cuaudit.linkage]\nwith = "x.whl"\n', "'linkage.with' must be a list of strings"),
+        ('[tool.cuaudit.linkgae]\nwith = []\n', "unknown table [tool.cuaudit.linkgae] (did you mean 'linkage'?)"),
+        ('[tool.cuaudit]\nselect = "CU2"\n', "'select' must be a list of strings, like select = [\"CU2\"]"),
+        ('[tool.cuaudit]\ntarget-archs = ["sm_900"]\n', "'sm_900', which is not a GPU architecture"),
+        ('[tool.cuaudit]\ntarget-archs = ["sm_80a"]\n', "not a GPU architecture"),
+        ('[tool.cuaudit]\nselect = ["CU9"]\n', "'select' has 'CU9', which matches no rule"),
+        ('[tool.cuaudit]\nignore = ["CU2011"]\n', "'ignore' has 'CU2011'"),
+        ('[tool.cuaudit.per-path-ignores]\n"tests/*" = ["CU77"]\n', "matches no rule"),
+        ('[tool.cuaudit.allow]\npreload-libs = ["x.so"]\n', "unknown allow-list 'allow.preload-libs' (did you mean 'preload-libraries'?)"),
+        ('[tool.cuaudit]\nselcet = ["CU1"]\n', "(did you mean 'select'?)"),
     ],
 )
 def test_bad_configuration_is_a_usage_error_naming_the_key(tmp_path, text, message, cli):
+    from cuaudit.rules import validate_config
+
     path = write(tmp_path / "pyproject.toml", text)
     with pytest.raises(ConfigError) as exc:
-        cfg.load(config_file=str(path), environ={})
+        validate_config(cfg.load(config_file=str(path), environ={}))
     assert message in str(exc.value) and str(path) in str(exc.value)
     (tmp_path / "t").mkdir()
     rc, out, err = cli("check", str(tmp_path / "t"), "--config", str(path), "--no-cache")
@@ -281,3 +296,22 @@ def test_all_in_severity_and_suppressions():
     assert c.severity_for("CU101", Severity.WARNING) is Severity.INFO
     assert c.severity_for("CU201", Severity.WARNING) is Severity.ERROR
     assert parse_suppressions("x  # cuaudit: ignore[ALL]\n").silences(1, "CU601")
+
+
+def test_library_audit_validates_the_configuration_too():
+    import cuaudit
+    from cuaudit.config import Config
+
+    with pytest.raises(ConfigError, match="matches no rule"):
+        cuaudit.audit([], config=Config(select=("CU9",)))
+
+
+def test_every_declared_family_option_is_documented():
+    """A family's OPTIONS and ALLOW_LISTS are data; docs/configuration.md names each."""
+    from pathlib import Path
+
+    from cuaudit.rules import allow_lists, family_options
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "configuration.md").read_text()
+    names = [n for opts in family_options().values() for n in opts] + list(allow_lists())
+    assert names and all(n in doc for n in names), [n for n in names if n not in doc]

@@ -36,6 +36,11 @@ def calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     return read
 
 
+#: facts per Python member in these tests: the marker's and the format check's (the
+#: marker rules are CU0xx codes, so selecting them runs the format check too)
+PER_MEMBER = 2
+
+
 def summary(report) -> list[tuple]:
     return [(f.code, f.location.artifact.path, f.location.member, f.location.line, str(f.severity), f.message)
             for f in report.findings]
@@ -48,11 +53,11 @@ def test_second_run_takes_facts_from_the_cache(tmp_path, marker_rules, calls):
     tree = make_tree(tmp_path / "t", {f"m{i}.py": f"x = {i}  # {WARN}\n" for i in range(5)})
     conf = only_cu0(cache_dir=str(tmp_path / "cache"), jobs=1)
     first = audit([str(tree)], config=conf)
-    assert first.stats["facts_extracted"] == 5 and first.stats["facts_cached"] == 0
+    assert first.stats["facts_extracted"] == 5 * PER_MEMBER and first.stats["facts_cached"] == 0
     assert len(calls()) == 5
     assert (tmp_path / "cache" / "facts.sqlite3").exists()
     second = audit([str(tree)], config=conf)
-    assert second.stats["facts_extracted"] == 0 and second.stats["facts_cached"] == 5
+    assert second.stats["facts_extracted"] == 0 and second.stats["facts_cached"] == 5 * PER_MEMBER
     assert len(calls()) == 5  # the extractor was not called again
     assert summary(second) == summary(first)
 
@@ -63,11 +68,14 @@ def test_cache_is_keyed_by_content_and_extractor_version(tmp_path, marker_rules,
     audit([str(tree)], config=conf)
     (tree / "b.py").write_text(f"b = 2  # {WARN}\n")  # new size: a new content key
     report = audit([str(tree)], config=conf)
-    assert report.stats["facts_extracted"] == 1 and report.stats["facts_cached"] == 1
+    # b.py changed: both its facts are extracted again, a.py's come from the cache
+    assert report.stats["facts_extracted"] == PER_MEMBER and report.stats["facts_cached"] == PER_MEMBER
     assert [m for _, m in calls()] == ["a.py", "b.py", "b.py"]
     assert len(report.findings) == 2
     monkeypatch.setattr(facts_registry.get("test-marker"), "version", 2)
-    assert audit([str(tree)], config=conf).stats["facts_extracted"] == 2
+    again = audit([str(tree)], config=conf)  # a new marker version: only the marker's facts are redone
+    assert again.stats["facts_extracted"] == 2 and again.stats["facts_cached"] == 2
+    assert [m for _, m in calls()] == ["a.py", "b.py", "b.py", "a.py", "b.py"]
 
 
 def test_input_problems_are_cached_too(tmp_path, marker_rules, calls):
@@ -76,7 +84,8 @@ def test_input_problems_are_cached_too(tmp_path, marker_rules, calls):
     first = audit([str(whl)], config=conf)
     second = audit([str(whl)], config=conf)
     assert [f.code for f in first.findings] == ["CU006"] and summary(second) == summary(first)
-    assert second.stats["facts_cached"] == 1 and len(calls()) == 1
+    assert second.stats["facts_cached"] == PER_MEMBER and second.stats["facts_extracted"] == 0
+    assert len(calls()) == 1
 
 
 def test_internal_errors_are_not_cached(tmp_path, marker_rules, calls):
@@ -92,7 +101,7 @@ def test_no_cache_reads_and_writes_nothing(tmp_path, marker_rules, calls):
     cache = tmp_path / "cache"
     for _ in range(2):
         report = audit([str(tree)], config=only_cu0(cache=False, cache_dir=str(cache), jobs=1))
-        assert report.stats["facts_cached"] == 0 and report.stats["facts_extracted"] == 1
+        assert report.stats["facts_cached"] == 0 and report.stats["facts_extracted"] == PER_MEMBER
     assert not cache.exists() and len(calls()) == 2
 
 
@@ -116,7 +125,7 @@ def test_corrupt_cache_file_does_not_break_the_audit(tmp_path, marker_rules, gar
     report = audit([str(tree)], config=conf)
     assert [f.code for f in report.findings] == ["CU098"]
     # the cache was started again and works from now on
-    assert audit([str(tree)], config=conf).stats["facts_cached"] == 1
+    assert audit([str(tree)], config=conf).stats["facts_cached"] == PER_MEMBER
 
 
 def test_stale_pickles_are_misses(tmp_path):
@@ -161,7 +170,7 @@ def test_parallel_extraction_gives_the_same_report_as_serial(two_trees, marker_r
     pids = {pid for pid, _ in calls()}
     assert pids and os.getpid() not in pids, "extraction did not run in worker processes"
     assert summary(parallel) == summary(serial)
-    assert len(serial.findings) == 60 and parallel.stats["facts_extracted"] == 60
+    assert len(serial.findings) == 60 and parallel.stats["facts_extracted"] == 60 * PER_MEMBER
 
 
 def test_a_crashing_extractor_is_cu011_for_that_file_only(two_trees, marker_rules, tmp_path):
@@ -197,7 +206,7 @@ def test_a_dying_worker_is_redone_in_process(two_trees, marker_rules, monkeypatc
     workers = {pid for pid, member in calls() if member == "pkg/m07.py"} - {os.getpid()}
     assert workers, "the file was never read in a worker"
     assert len(report.findings) == 60 and {f.code for f in report.findings} == {"CU097", "CU098"}
-    assert report.stats["facts_extracted"] == 60
+    assert report.stats["facts_extracted"] == 60 * PER_MEMBER
 
 
 # -- inline suppressions --------------------------------------------------------------------------------
@@ -352,8 +361,13 @@ class _Unpicklable:
 def test_a_fact_that_does_not_pickle_is_used_but_not_cached(two_trees, marker_rules, monkeypatch, tmp_path):
     monkeypatch.setattr(facts_registry.get("test-marker"), "extract", lambda self, reader: _Unpicklable())
     for jobs in (1, 2):  # in workers the result cannot travel back: the chunk is redone in process
-        report = audit(two_trees, config=only_cu0(cache_dir=str(tmp_path / "cache"), jobs=jobs))
+        conf = only_cu0(cache_dir=str(tmp_path / f"cache{jobs}"), jobs=jobs)
+        report = audit(two_trees, config=conf)
         assert len(report.findings) == 60 and report.stats["facts_cached"] == 0
+        # a second run takes the format check's facts from the cache, never the marker's
+        again = audit(two_trees, config=conf)
+        assert len(again.findings) == 60
+        assert again.stats["facts_cached"] == 60 and again.stats["facts_extracted"] == 60
 
 
 def test_facts_cached_counts_every_member_served(tmp_path, marker_rules):
@@ -365,8 +379,8 @@ def test_facts_cached_counts_every_member_served(tmp_path, marker_rules):
     conf = only_cu0(cache_dir=str(tmp_path / "cache"), jobs=1)
     first = audit(wheels, config=conf)
     second = audit(wheels, config=conf)
-    assert first.stats["facts_extracted"] + first.stats["facts_cached"] == 2
-    assert second.stats["facts_cached"] == 2 and second.stats["facts_extracted"] == 0
+    assert first.stats["facts_extracted"] + first.stats["facts_cached"] == 2 * PER_MEMBER
+    assert second.stats["facts_cached"] == 2 * PER_MEMBER and second.stats["facts_extracted"] == 0
 
 
 def _open_zips_in_child(queue) -> None:
@@ -425,6 +439,7 @@ def test_unreadable_member_is_not_cached(tmp_path, marker_rules, monkeypatch):
 
 def test_one_input_problem_per_member_and_code_across_extractors(tmp_path, marker_rules, monkeypatch):
     # a second parser of the same broken file: one CU007, the one with the position
+    # (the format check's: it is the one place that reports a TOML error)
     from cuaudit.facts import Extractor, InputError
 
     class SecondParser(Extractor):
@@ -441,7 +456,7 @@ def test_one_input_problem_per_member_and_code_across_extractors(tmp_path, marke
         tree = make_tree(tmp_path / "t", {"pyproject.toml": "[project\n"})
         report = audit([str(tree)], config=only_cu0(cache=False))
         [f] = report.findings
-        assert (f.code, f.location.line, f.evidence["extractor"]) == ("CU007", 1, "pyproject")
+        assert (f.code, f.location.line, f.evidence["extractor"]) == ("CU007", 1, "format")
     finally:
         facts_registry._REGISTRY.pop("a-test-second-parser", None)
 

@@ -1,4 +1,4 @@
-"""Inputs on the real public artifacts of the corpus (../shared/corpus/CORPUS.md).
+"""Inputs on the real public artifacts of the corpus (tests/corpus.toml, docs/corpus.md).
 
 The real wheels and sdists must list without any CU0xx problem (no false
 alarm from the zip-bomb and traversal checks on honest archives of up to

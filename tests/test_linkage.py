@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import os
 import subprocess
 import sys
 import zipfile
@@ -298,7 +299,9 @@ def test_repair_removes_the_unused_entry_and_the_module_loads(built, tmp_path, c
     assert not (tmp_path / "fixed").exists()
     rc, out, _ = cli("repair", "--isolated", "--no-cache", str(whl), "-o", str(tmp_path / "fixed"))
     assert rc == 0
-    repaired = tmp_path / "fixed" / whl.name
+    # marked in the build-tag slot (and in WHEEL): never mistaken for the original
+    repaired = tmp_path / "fixed" / whl.name.replace("demo-1.0-", "demo-1.0-1cuaudit-")
+    assert os.listdir(tmp_path / "fixed") == [repaired.name]
     after = tmp_path / "after"
     with zipfile.ZipFile(repaired) as zf:
         zf.extractall(after)
@@ -306,7 +309,8 @@ def test_repair_removes_the_unused_entry_and_the_module_loads(built, tmp_path, c
         record = {r[0]: r for r in csv.reader(io.StringIO(zf.read("demo-1.0.dist-info/RECORD").decode())) if r}
     assert names == zipfile.ZipFile(whl).namelist()
     with zipfile.ZipFile(whl) as a, zipfile.ZipFile(repaired) as b:
-        same = [n for n in names if n not in (f"demo/_ext.{EXT}", "demo-1.0.dist-info/RECORD")]
+        assert b.read("demo-1.0.dist-info/WHEEL").decode().splitlines()[-1] == "Build: 1cuaudit"
+        same = [n for n in names if n not in (f"demo/_ext.{EXT}", "demo-1.0.dist-info/RECORD", "demo-1.0.dist-info/WHEEL")]
         # untouched members are copied raw: same compressed bytes
         assert [(a.getinfo(n).CRC, a.getinfo(n).compress_size) for n in same] == [
             (b.getinfo(n).CRC, b.getinfo(n).compress_size) for n in same]
@@ -322,6 +326,9 @@ def test_repair_removes_the_unused_entry_and_the_module_loads(built, tmp_path, c
     data = (after / "demo" / f"_ext.{EXT}").read_bytes()
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
     assert record[f"demo/_ext.{EXT}"][1:] == [f"sha256={digest}", str(len(data))]
+    wheel_meta = (after / "demo-1.0.dist-info" / "WHEEL").read_bytes()
+    digest = base64.urlsafe_b64encode(hashlib.sha256(wheel_meta).digest()).rstrip(b"=").decode()
+    assert record["demo-1.0.dist-info/WHEEL"][1:] == [f"sha256={digest}", str(len(wheel_meta))]
     # nothing left to repair
     assert not findings(audit([str(repaired)], config=cfg(select=("CU201",))), "CU201") or all(
         f.location.symbol != "libunused.so" for f in audit([str(repaired)], config=cfg(select=("CU201",))).findings)
@@ -371,32 +378,18 @@ class C:
 '''
 
 
-def test_import_scan_matches_the_syntax_tree():
+def test_module_imports_are_the_import_time_statements_of_the_shared_parse():
     from cuaudit.facts import module_imports as mi
+    from cuaudit.formats.python import parse_python_text
 
-    hits = mi._import_hits(SCAN_SOURCE)
-    fast = mi._scan_imports(SCAN_SOURCE, hits)
-    assert fast is not None
-    got = {(i.module, i.level, i.names, i.guarded) for i in fast}
+    got = {(i.module, i.level, i.names, i.guarded) for i in mi.module_imports(parse_python_text(SCAN_SOURCE)).imports}
     assert got == {
         ("a.b", 0, (), False), ("c", 0, (), False), ("", 1, ("sibling",), False), ("parent", 2, ("x", "y"), False),
         ("optional_dep", 0, (), True), ("pkg", 0, ("_core",), False), ("in_with", 0, (), False),
     }
-    # the ast walk (the reference, used when the scan is unsure) agrees
-    orig = mi._scan_imports
-    try:
-        mi._scan_imports = lambda *a: None
-
-        class Reader:
-            path = "m.py"
-
-            def text(self):
-                return SCAN_SOURCE
-
-        slow = mi.ModuleImportsExtractor().extract(Reader())
-    finally:
-        mi._scan_imports = orig
-    assert {(i.module, i.level, i.names, i.guarded) for i in slow.imports} == got
+    # a module that does not parse imports nothing here, as for every other extractor
+    # (the text scan this replaced found `import os` in it)
+    assert mi.module_imports(parse_python_text("import os\ndef (:\n")).imports == ()
 
 
 def test_allow_listed_shim_file_keeps_its_entries(built, tmp_path):
@@ -528,3 +521,26 @@ def test_torch_global_deps_shim_is_allow_listed_by_default_and_the_list_is_repla
     assert default.findings == []
     emptied = audit([str(whl)], config=cfg(select=("CU201",), allow={"preload-libraries": ()}))
     assert [f.location.symbol for f in emptied.findings] == ["libunused.so"]
+
+
+def test_repair_takes_name_version_and_writes_to_the_wheel_dir(built, tmp_path, cli, monkeypatch):
+    import shutil
+
+    from cuaudit.inputs.index import download_dir
+
+    whl = wheel_with(tmp_path, {f"demo/_ext.{EXT}": built["ext"], "demo/libused.so": built["used"],
+                                "demo/libunused.so": built["unused"]})
+    cache = tmp_path / "cache"
+    dest = download_dir("demo==1.0", str(cache))
+    os.makedirs(dest)
+    shutil.copy(whl, dest)  # what `pip download` would have left: nothing is fetched here
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CUAUDIT_CACHE_DIR", str(cache))
+    rc, out, err = cli("repair", "--isolated", "--no-cache", "demo==1.0")
+    assert rc == 0, err
+    (written,) = os.listdir(tmp_path / "wheelhouse")  # auditwheel's default folder
+    assert written == whl.name.replace("demo-1.0-", "demo-1.0-1cuaudit-") and written in out
+    rc, out, err = cli("repair", "--isolated", "--no-cache", "-w", tmp_path / "again",
+                       tmp_path / "wheelhouse" / written)
+    # a repaired wheel keeps its mark (no 1cuaudit1cuaudit) and has nothing left to repair
+    assert rc == 0 and "nothing to repair" in out

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import corpus_file
+from conftest import corpus_file, make_venv
 
 from cuaudit import audit
 from cuaudit.config import Config
@@ -31,16 +31,7 @@ def f(mu, dt, delta_phi):
 
 
 def _venv(root: Path, wheels: list[Path]) -> Path:
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root)], check=True)
-    python = root / "bin" / "python"
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index",
-         *map(str, wheels)],
-        capture_output=True, text=True,
-    )
-    if proc.returncode != 0:
-        pytest.skip(f"could not install the corpus wheels into a venv: {proc.stderr[-300:]}")
-    return python
+    return make_venv(root, wheels)
 
 
 @pytest.fixture(scope="session")
@@ -68,10 +59,10 @@ def test_seed_kernel_severity_follows_the_installed_cupy(cupy_env, seed_file, tm
     assert (f.location.line, f.location.column) == (6, 12)
     assert f"cupy-cuda12x {version} and numpy 2.0.2 are installed" in f.message
     if version == "13.3.0":
-        assert f.severity is Severity.ERROR
+        assert f.severity is Severity.WARNING and "fall back" in f.message
         # CuPy 13.3.0's own fused kernels hit the same bug (cupyx.scipy.signal's B-spline helpers)
         own = [x for x in report.findings if x.location.artifact.name == "cupy-cuda12x"]
-        assert own and all(x.severity is Severity.ERROR for x in own)
+        assert own and all(x.severity is Severity.WARNING for x in own)
         assert {x.location.member for x in own} >= {"cupyx/scipy/signal/_bsplines.py"}
     else:
         assert f.severity is Severity.INFO
@@ -81,10 +72,10 @@ def test_seed_kernel_severity_follows_the_installed_cupy(cupy_env, seed_file, tm
 def test_cli_check_with_python(cupy_env, seed_file, cli, tmp_path):
     version, python, cache = cupy_env
     rc, out, _ = cli("check", str(seed_file), "--python", str(python), "--select", "CU401", "--cache-dir", cache,
-                     "--format", "json", "--fail-on", "error")
+                     "--format", "json", "--fail-on", "warning")
     import json
 
     data = json.loads(out)
     seed = [f for f in data["findings"] if f["location"]["artifact"]["kind"] == "file"]
-    assert [f["severity"] for f in seed] == (["error"] if version == "13.3.0" else ["info"])
+    assert [f["severity"] for f in seed] == (["warning"] if version == "13.3.0" else ["info"])
     assert rc == (1 if version == "13.3.0" else 0)

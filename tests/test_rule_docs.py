@@ -44,3 +44,20 @@ def test_check_mode_reports_stale_files(tmp_path):
     assert proc.returncode == 1 and "CU001.md" in proc.stdout and "CU999.md" in proc.stdout
     subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path)], check=True, capture_output=True)
     assert not (tmp_path / "CU999.md").exists()
+
+
+def test_declared_options_and_references_are_rendered_and_exist():
+    """A rule's options are data: each names an option its family declares, and its doc lists it."""
+    from cuaudit.rules import all_rules, allow_lists, family_options
+
+    families, lists = family_options(), allow_lists()
+    with_options = [cls for cls in all_rules() if cls.options]
+    assert {c.code for c in with_options} >= {"CU101", "CU102", "CU201", "CU203"}
+    for cls in with_options:
+        text = cls.doc().markdown()
+        assert "## Options" in text
+        for opt in cls.options:
+            table, _, key = opt.partition(".")
+            assert (key in lists) if table == "allow" else (key in families[table]), (cls.code, opt)
+            assert f"[tool.cuaudit.{table}] {key}" in text
+    assert "<https://github.com/cupy/cupy/issues/8536>" in next(c for c in all_rules() if c.code == "CU401").doc().markdown()

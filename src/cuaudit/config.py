@@ -7,14 +7,14 @@ values are usage errors (exit 2) that name the key and where it came from.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import re
-import tomllib
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
+from cuaudit.compat import tomllib
 from cuaudit.model import ConfigError, Severity
-
 
 
 #: Allow-lists that hold out of the box.  libtorch_global_deps.so exists only to be preloaded
@@ -47,10 +47,14 @@ class Config:
     jobs: int = 0  # 0: one worker per CPU
     cache: bool = True
     cache_dir: str | None = None
+    #: the cache directory's size cap (facts and downloads), least recently used pruned first; 0: no cap
+    cache_max_size: int = 5 * 1024**3
     probe: bool = False
     probe_timeout: float = 60.0
     #: where the configuration came from (for reports and errors)
     source: str = "defaults"
+    #: family table -> where it came from (its errors name that file)
+    option_sources: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def selected(self) -> tuple[str, ...]:
@@ -74,11 +78,24 @@ class Config:
 
 
 _LIST_KEYS = {"select", "ignore", "extend-select", "extend-ignore", "target-archs", "exclude"}
-_SCALAR_KEYS = {"fail-on", "baseline", "jobs", "cache", "cache-dir", "probe", "probe-timeout"}
+_SCALAR_KEYS = {"fail-on", "baseline", "jobs", "cache", "cache-dir", "cache-max-size", "probe", "probe-timeout"}
 _TABLE_KEYS = {"per-path-ignores", "severity", "allow"}
 
 
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` when one of ``choices`` is close to ``word``, else ``""``."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _from_file(where: str) -> bool:
+    return where not in ("command line", "environment (CUAUDIT_*)")
+
+
 def _as_tuple(value: Any, key: str, where: str) -> tuple[str, ...]:
+    if isinstance(value, str) and _from_file(where):
+        # TOML has lists: `select = "CU2"` is a mistake for `select = ["CU2"]`, not a shorthand
+        raise ConfigError(f"{where}: '{key}' must be a list of strings, like {key} = [\"{value}\"]")
     if isinstance(value, str):
         value = [v for v in (s.strip() for s in value.split(",")) if v]
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
@@ -96,15 +113,22 @@ def _codes(values: tuple[str, ...], key: str, where: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-_ARCH = re.compile(r"^(sm|compute)_\d{2,3}[af]?$")
+_ARCH = re.compile(r"^(sm|compute)_(\d{2,3})([af]?)$")
+#: compute capabilities NVIDIA has shipped (major*10 + minor); the a/f suffixes exist from 9.0 on
+KNOWN_COMPUTE_CAPABILITIES = (
+    20, 21, 30, 32, 35, 37, 50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 88, 89, 90, 100, 101, 103, 110, 120, 121,
+)
 
 
 def _archs(values: tuple[str, ...], where: str) -> tuple[str, ...]:
     out = []
+    known = [f"sm_{c}" for c in KNOWN_COMPUTE_CAPABILITIES]
     for v in values:
         a = v.strip().lower()
-        if not _ARCH.match(a):
-            raise ConfigError(f"{where}: 'target-archs' has {v!r}, which is not a GPU architecture (like sm_80 or compute_90)")
+        m = _ARCH.match(a)
+        if not m or int(m.group(2)) not in KNOWN_COMPUTE_CAPABILITIES or (m.group(3) and int(m.group(2)) < 90):
+            raise ConfigError(f"{where}: 'target-archs' has {v!r}, which is not a GPU architecture "
+                              f"(like sm_80, sm_90a or compute_90){did_you_mean(a, known)}")
         out.append(a)
     return tuple(out)
 
@@ -141,6 +165,11 @@ def apply(config: Config, values: Mapping[str, Any], where: str) -> Config:
                     raise ValueError
             except (TypeError, ValueError):
                 raise ConfigError(f"{where}: 'probe-timeout' must be a positive number of seconds") from None
+        elif key == "cache-max-size":
+            try:
+                changes[attr] = parse_size(value)
+            except ValueError:
+                raise ConfigError(f"{where}: 'cache-max-size' must be a size such as 5GB, 500MB or 0 (no cap)") from None
         elif key in ("cache", "probe"):
             changes[attr] = _as_bool(value, key, where)
         elif key in ("baseline", "cache-dir"):
@@ -161,33 +190,80 @@ def apply(config: Config, values: Mapping[str, Any], where: str) -> Config:
             if not isinstance(value, Mapping):
                 raise ConfigError(f"{where}: 'allow' must be a table of name = [entries]")
             changes[attr] = {**config.allow, **{str(k): _as_tuple(v, f"allow.{k}", where) for k, v in value.items()}}
-        elif isinstance(value, Mapping) and key in family_sections():
-            options[key] = {**options.get(key, {}), **value}  # a family's own table
         elif isinstance(value, Mapping):
-            raise ConfigError(
-                f"{where}: unknown table [tool.cuaudit.{key}] (family tables: {', '.join(sorted(family_sections()))})"
-            )
+            # a family's own table; its name and keys are checked against what the
+            # families declare by validate(), which knows the rules
+            options[key] = {**options.get(key, {}), **value}
+            sources = dict(config.option_sources)
+            sources[key] = where
+            changes["option_sources"] = sources
         else:
             known = sorted(_LIST_KEYS | _SCALAR_KEYS | _TABLE_KEYS)
-            raise ConfigError(f"{where}: unknown key '{key}' (known: {', '.join(known)})")
+            raise ConfigError(f"{where}: unknown key '{key}'{did_you_mean(key, known)} (known: {', '.join(known)})")
     changes["options"] = options
     changes["source"] = where if config.source == "defaults" else f"{config.source} + {where}"
     return dataclasses.replace(config, **changes)
 
 
-def family_sections() -> frozenset[str]:
-    """Names a ``[tool.cuaudit.<name>]`` option table may have: the rule
-    family modules (``linkage``, ``devicecode`` ...) and the extractor modules,
-    found by name without importing them."""
-    import pkgutil
+@dataclass(frozen=True)
+class Option:
+    """One option of a family table (``[tool.cuaudit.linkage] with = [...]``), declared as data
+    by the family's module (``OPTIONS``) and rendered in its rules' docs."""
 
-    import cuaudit.facts
-    import cuaudit.rules
+    type: type  # list (of strings), str, bool, int or float
+    doc: str
 
-    names = set()
-    for package in (cuaudit.rules, cuaudit.facts):
-        names |= {i.name for i in pkgutil.iter_modules(package.__path__) if not i.name.startswith("_")}
-    return frozenset(names)
+    def check(self, value: Any, key: str, where: str) -> Any:
+        if self.type is list:
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise ConfigError(f"{where}: '{key}' must be a list of strings")
+        elif self.type is float:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ConfigError(f"{where}: '{key}' must be a number")
+        elif self.type is int:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{where}: '{key}' must be an integer")
+        elif not isinstance(value, self.type):
+            raise ConfigError(f"{where}: '{key}' must be a {self.type.__name__}")
+        return value
+
+
+def validate(
+    config: Config,
+    *,
+    codes: Iterable[str],
+    families: Mapping[str, Mapping[str, Option]],
+    allow_lists: Iterable[str],
+) -> None:
+    """What can only be checked knowing the rules: selectors that match no rule,
+    family tables and their keys, allow-list names.  Raises ConfigError."""
+    codes = sorted(codes)
+    prefixes = sorted({c[:n] for c in codes for n in (3, 4, 5)} | {"ALL"})
+    selectors = [("select", config.select), ("ignore", config.ignore), ("extend-select", config.extend_select),
+                 ("extend-ignore", config.extend_ignore), ("severity", tuple(config.severity))]
+    selectors += [(f"per-path-ignores.{g!r}", c) for g, c in config.per_path_ignores.items()]
+    for key, values in selectors:
+        for v in values:
+            if v != "ALL" and not any(c.startswith(v) for c in codes):
+                raise ConfigError(f"{config.source}: '{key}' has {v!r}, which matches no rule"
+                                  f"{did_you_mean(v, prefixes)} (`cuaudit rules` lists them)")
+    known_allow = sorted(allow_lists)
+    for name in config.allow:
+        if name not in known_allow and name not in DEFAULT_ALLOW:
+            raise ConfigError(f"{config.source}: unknown allow-list 'allow.{name}'{did_you_mean(name, known_allow)} "
+                              f"(known: {', '.join(known_allow)})")
+    for table, values in config.options.items():
+        where = config.option_sources.get(table, config.source)
+        if table not in families:
+            raise ConfigError(f"{where}: unknown table [tool.cuaudit.{table}]{did_you_mean(table, families)} "
+                              f"(family tables: {', '.join(sorted(families))})")
+        declared = families[table]
+        for key, value in values.items():
+            if key not in declared:
+                known = ", ".join(sorted(declared)) or "none"
+                raise ConfigError(f"{where}: [tool.cuaudit.{table}] has unknown option '{key}'"
+                                  f"{did_you_mean(key, declared)} (its options: {known})")
+            declared[key].check(value, f"{table}.{key}", where)
 
 
 def _as_bool(value: Any, key: str, where: str) -> bool:
@@ -219,14 +295,19 @@ def find_pyproject(start: str) -> str | None:
         d = parent
 
 
-def load_pyproject(path: str) -> Mapping[str, Any]:
+def load_toml(path: str) -> Mapping[str, Any]:
+    """A TOML file of the user's (configuration, survey spec); any problem is a ConfigError naming it."""
     try:
         with open(path, "rb") as fh:
-            data = tomllib.load(fh)
+            return tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     except OSError as exc:
         raise ConfigError(f"{path}: {exc.strerror or exc}") from None
+
+
+def load_pyproject(path: str) -> Mapping[str, Any]:
+    data = load_toml(path)
     table = data.get("tool", {}).get("cuaudit", {})
     if not isinstance(table, Mapping):
         raise ConfigError(f"{path}: [tool.cuaudit] must be a table")
@@ -236,8 +317,22 @@ def load_pyproject(path: str) -> Mapping[str, Any]:
 #: CUAUDIT_* variables, in pyproject spelling
 ENV_KEYS = (
     "select", "ignore", "extend-select", "extend-ignore", "fail-on", "target-archs", "exclude",
-    "baseline", "jobs", "cache", "cache-dir", "probe", "probe-timeout",
+    "baseline", "jobs", "cache", "cache-dir", "cache-max-size", "probe", "probe-timeout",
 )
+
+
+def parse_size(value: Any) -> int:
+    """Bytes from 5GB, 500 MB, 1.5GiB, 1048576 (decimal and binary units alike are powers of 1024)."""
+    if isinstance(value, bool):
+        raise ValueError(value)
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(value)
+        return value
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", str(value).lower())
+    if not m:
+        raise ValueError(value)
+    return int(float(m.group(1)) * 1024 ** " kmgt".index(m.group(2) or " "))
 
 
 def from_environ(environ: Mapping[str, str]) -> dict[str, Any]:

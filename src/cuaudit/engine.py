@@ -12,7 +12,7 @@ import zipfile
 import zlib
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 from cuaudit import facts as facts_registry
 from cuaudit import rules as rules_registry
@@ -33,6 +33,9 @@ from cuaudit.model import (
     ProbeRecord,
 )
 from cuaudit.store import FactStore, default_cache_dir
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cuaudit.inputs.environment import Environment
 
 # Re-exported: these lived here before the finishing step and the rule context had modules of their own.
 __all__ = ["audit", "gather", "Report", "RuleContext", "ProbeRecord", "Extraction", "Gathered"]
@@ -105,7 +108,10 @@ SHARED_READ_MAX = 64 * 1024**2
 
 
 def _shared_bytes(artifact: Artifact, member: Member, names: tuple[str, ...]) -> bytes | None:
-    if len(names) < 2 or member.size > SHARED_READ_MAX or artifact.fs_path(member.path) is not None:
+    if member.size > SHARED_READ_MAX or artifact.fs_path(member.path) is not None:
+        return None
+    # ELF passes that read a prefix or stream once through the shared image do not count
+    if sum(facts_registry.get(n).reads_whole(member) for n in names) < 2:
         return None
     try:
         with artifact.open_member(member.path) as fh:
@@ -280,6 +286,15 @@ class Extraction:
             self._accept(artifacts, i, path, name, ok, value, new, keys)
 
     def _accept(self, artifacts, i, path, name, ok, value, new, keys=None) -> None:
+        if ok and isinstance(value, facts_registry.WithProblems):
+            if new is not None and keys is not None:
+                new.append((keys[(i, path, name)], value))  # cached with its problems
+            for code, message, evidence in value.problems:
+                self._accept(artifacts, i, path, name, False, (code, message, dict(evidence)), None)
+            value, new = value.value, None
+            if value is not None:
+                self.facts[(i, path, name)] = value
+            return
         if ok:
             if value is not None:
                 self.facts[(i, path, name)] = value
@@ -343,18 +358,18 @@ class Gathered:
 def gather(
     paths: Iterable[str | os.PathLike | Artifact] = (),
     *,
-    env: str | bool | None = None,
+    env: "str | bool | Environment | None" = None,
     config: Config,
     extractors: Iterable[str],
     progress: Progress | None = None,
 ) -> Gathered:
     """Resolve inputs (and an environment), list them, and extract the named facts.
 
-    ``env``: ``True`` for the current interpreter's environment, or the path of another
-    ``python``.  Probe extractors run only with ``config.probe``.
+    ``env``: ``True`` for the current interpreter's environment, the path of another
+    ``python``, or an :class:`~cuaudit.inputs.environment.Environment` already loaded.  Probe extractors run only with ``config.probe``.
     """
     from cuaudit.inputs import resolve
-    from cuaudit.inputs.environment import InterpreterError, load_environment
+    from cuaudit.inputs.environment import Environment, InterpreterError, load_environment
 
     paths = list(paths)
     specs = [os.fspath(p) for p in paths if isinstance(p, (str, os.PathLike))]
@@ -365,7 +380,8 @@ def gather(
     if env:
         python = env if isinstance(env, str) else None
         try:
-            loaded = load_environment(python)
+            # an Environment already loaded (and narrowed to some distributions: `explain`)
+            loaded = env if isinstance(env, Environment) else load_environment(python)
             environment = loaded.info
             artifacts += loaded.distributions
         except InterpreterError as exc:
@@ -391,7 +407,7 @@ def gather(
 def audit(
     paths: Iterable[str | Artifact] = (),
     *,
-    env: str | bool | None = None,
+    env: "str | bool | Environment | None" = None,
     config: Config | None = None,
     progress: Progress | None = None,
     command: str = "check",
@@ -405,12 +421,10 @@ def audit(
     """
     started = time.perf_counter()
     config = config or Config()
+    rules_registry.validate_config(config)
     selected = [cls for cls in rules_registry.select(config.selected, config.ignored)]
     runnable = [cls() for cls in selected if not cls.emitted_by_engine]
-    # Engine-emitted rules (CU0xx) may need extractors too: CU007 is raised
-    # by the pyproject extractor, so it runs when CU007 is selected.
-    gathered = gather(paths, env=env, config=config, extractors={n for cls in selected for n in cls.needs},
-                      progress=progress)
+    gathered = gather(paths, env=env, config=config, extractors=extractors_for(selected), progress=progress)
     artifacts, environment, extraction = gathered.artifacts, gathered.environment, gathered.extraction
     probes: list[ProbeRecord] = []
     ctx = RuleContext(config, artifacts, extraction.facts, environment, probes)
@@ -451,6 +465,22 @@ def audit(
         baselined=baselined,
         command=command,
     )
+
+
+def extractors_for(selected: Sequence[type]) -> set[str]:
+    """The extractors an audit with these rules runs: what the selected rules need,
+    and the format check whenever any CU0xx rule is selected.
+
+    The format check parses every member that has a format (sharing that one
+    parse with the other extractors of the pass), so whether a member is
+    reported unreadable never depends on which other rules were selected.
+    (CU009, "not supported by an analysis", is reported for the analyses that
+    ran, whichever rule asked for them.)
+    """
+    names = {n for cls in selected for n in cls.needs}
+    if any(cls.code.startswith("CU0") for cls in selected):
+        names.add("format")
+    return names
 
 
 def _list_safely(art: Artifact) -> None:

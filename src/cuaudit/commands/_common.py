@@ -66,7 +66,11 @@ def config_from_args(args: argparse.Namespace) -> Any:
         overrides["cache"] = False
     if args.probe:
         overrides["probe"] = True
-    return config.load(config_file=args.config, isolated=args.isolated, overrides=overrides)
+    loaded = config.load(config_file=args.config, isolated=args.isolated, overrides=overrides)
+    from cuaudit.rules import validate_config
+
+    validate_config(loaded)  # a selector that matches no rule, an unknown option: exit 2 before any work
+    return loaded
 
 
 def use_color(args: argparse.Namespace, stream: Any) -> bool:
@@ -126,6 +130,9 @@ def emit(report: Any, args: argparse.Namespace) -> int:
             raise ConfigError(f"cannot write the baseline to {args.write_baseline}: {exc.strerror or exc}") from None
         print(f"cuaudit: wrote {n} findings to baseline {args.write_baseline}", file=sys.stderr)
         return 0
+    from cuaudit.commands.cache import enforce_cap
+
+    enforce_cap(report.config)
     # Reports state the exit status (SARIF invocation.exitCode, JSON summary.exit_code).
     report.exit_zero = bool(args.exit_zero)
     stream = sys.stdout

@@ -1,4 +1,8 @@
-"""``cuaudit repair WHEEL... -o DIR``: rewrite wheels without their unused DT_NEEDED entries (CU201)."""
+"""``cuaudit repair WHEEL|NAME==VERSION... [-w DIR]``: rewrite wheels without their unused DT_NEEDED entries (CU201).
+
+The output is marked as cuaudit's in the PEP 427 build-tag slot (``1cuaudit``) and in WHEEL's
+``Build:`` line, so a repaired wheel is never mistaken for the release it came from.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +14,14 @@ def configure_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "repair",
         help="rewrite wheels without the DT_NEEDED entries they do not use (CU201), as --as-needed would",
-        description="For each WHEEL, find the needed libraries that supply none of a file's symbols (CU201) and "
-        "write DIR/<same name>.whl with those entries removed from the dynamic sections and RECORD rewritten. "
-        "Tags and every other member are unchanged. Nothing is imported or run.",
+        description="For each WHEEL (a file, or NAME==VERSION fetched from the index like `check` does), find the "
+        "needed libraries that supply none of a file's symbols (CU201) and write DIR/<name>-<version>-1cuaudit-"
+        "<tags>.whl with those entries removed from the dynamic sections, WHEEL's Build line set and RECORD "
+        "rewritten. Compatibility tags and every other member are unchanged. Nothing is imported or run.",
     )
-    p.add_argument("wheels", nargs="+", metavar="WHEEL")
-    p.add_argument("-o", "--output-dir", "--wheel-dir", dest="output_dir", metavar="DIR",
-                   help="where to write the repaired wheels (required unless --dry-run)")
+    p.add_argument("wheels", nargs="+", metavar="WHEEL", help="a wheel file, or NAME==VERSION")
+    p.add_argument("-w", "--wheel-dir", "-o", "--output-dir", dest="output_dir", metavar="DIR", default="wheelhouse",
+                   help="where to write the repaired wheels (default: wheelhouse, as auditwheel)")
     p.add_argument("--dry-run", action="store_true", help="list the edits, write nothing")
     p.add_argument("--with", dest="with_", action="append", default=[], metavar="PATH",
                    help="extra wheels or library folders that supply needed libraries (evidence only)")
@@ -30,9 +35,6 @@ def execute(args: argparse.Namespace) -> int:
     from cuaudit import config as config_mod
     from cuaudit.repair.wheel import plan, rewrite_wheel
 
-    if not args.dry_run and not args.output_dir:
-        print("cuaudit repair: error: -o DIR is required (or --dry-run)", file=sys.stderr)
-        return 2
     overrides: dict = {}
     if args.no_cache:
         overrides["cache"] = False
@@ -41,6 +43,10 @@ def execute(args: argparse.Namespace) -> int:
     config = config_mod.load(config_file=args.config, isolated=args.isolated, overrides=overrides)
     status = 0
     for wheel in args.wheels:
+        wheel = _wheel_file(wheel, config)
+        if wheel is None:
+            status = 2
+            continue
         if not wheel.endswith(".whl"):
             print(f"cuaudit repair: {wheel}: not a wheel (.whl)", file=sys.stderr)
             status = 2
@@ -62,3 +68,20 @@ def execute(args: argparse.Namespace) -> int:
         else:
             print(f"{wheel}: nothing to repair")
     return status
+
+
+def _wheel_file(spec: str, config) -> str | None:
+    """A wheel on disk for ``spec``: the path itself, or NAME==VERSION fetched (and cached) like `check` does."""
+    import os
+
+    from cuaudit.inputs.index import fetch_requirement, looks_like_requirement
+    from cuaudit.inputs.wheel import WheelArtifact
+
+    if os.path.lexists(spec) or not looks_like_requirement(spec):
+        return spec
+    art = fetch_requirement(spec, cache_dir=config.cache_dir)
+    if not isinstance(art, WheelArtifact):
+        why = art.problems[0].message if getattr(art, "problems", None) else "no wheel for this platform (sdist only)"
+        print(f"cuaudit repair: {spec}: {why}", file=sys.stderr)
+        return None
+    return art.ref.path

@@ -16,9 +16,15 @@ from __future__ import annotations
 import io
 import mmap
 import os
-from typing import IO, Any, ClassVar
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Any, ClassVar
 
 from cuaudit.model import InputError, Member
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cuaudit.formats.elf import ElfImage
+    from cuaudit.formats.python import PythonModule
+    from cuaudit.formats.toml import TomlDocument
 
 _REGISTRY: dict[str, type["Extractor"]] = {}
 
@@ -68,6 +74,52 @@ class MemberReader:
                 return None
             return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
 
+    # -- formats: one parse per member, shared by every extractor of this pass --------
+
+    def _format(self, kind: str, parse: "Any") -> Any:
+        cache = self.__dict__.setdefault("_formats", {})
+        if kind not in cache:
+            try:
+                cache[kind] = (True, parse())
+            except Exception as exc:  # noqa: BLE001 - re-raised to every extractor that asks
+                cache[kind] = (False, exc)
+        ok, value = cache[kind]
+        if not ok:
+            raise value
+        return value
+
+    def python(self) -> "PythonModule":
+        """The member as Python source: decoded text and one ``ast`` (see formats/python.py)."""
+        from cuaudit.formats.python import MAX_SOURCE_BYTES, parse_python
+
+        return self._format("python", lambda: parse_python(self.read(MAX_SOURCE_BYTES + 1), self.path))
+
+    def toml(self) -> "TomlDocument":
+        """The member as a TOML document (see formats/toml.py)."""
+        from cuaudit.formats.toml import MAX_TOML_BYTES, parse_toml
+
+        return self._format("toml", lambda: parse_toml(self.read(MAX_TOML_BYTES + 1), self.path))
+
+    def elf(self) -> "ElfImage":
+        """The member as one ELF image (see formats/elf.py), over the bytes in hand.
+
+        Shared bytes when the engine inflated the member for several extractors,
+        a mapping of a file on disk, or else a forward-only stream of the archive
+        member that the passes read as far as they need (the linking view stops
+        at the last dynamic table).
+        """
+        from cuaudit.formats import elf
+
+        def parse() -> "ElfImage":
+            if self._data is not None:
+                return elf.image_of_bytes(self._data, self.path)
+            fs_path = self.fs_path
+            if fs_path is not None:
+                return elf.image_of_bytes(elf.map_file(fs_path), self.path)
+            return elf.image_of_stream(self.open, self.member.size, self.path)
+
+        return self._format("elf", parse)
+
     def text(self, limit: int = 16 * 1024 * 1024) -> str:
         """The member as text (UTF-8, BOM and PEP 263 declarations honoured)."""
         data = self.read(limit + 1)
@@ -82,6 +134,19 @@ class MemberReader:
             return data.decode("utf-8-sig")
         except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
             raise InputError("CU006", f"{self.path}: not valid text ({exc})") from exc
+
+
+@dataclass(frozen=True)
+class WithProblems:
+    """A fact that was read only in part, with the CU0xx problems met on the way.
+
+    The engine keeps ``value`` as the fact and reports each problem (code,
+    message, evidence) for the member, the same way whatever rules are selected
+    (the facts themselves are cached with their problems).
+    """
+
+    value: Any
+    problems: tuple[tuple[str, str, tuple[tuple[str, Any], ...]], ...]
 
 
 class Extractor:
@@ -101,6 +166,13 @@ class Extractor:
 
     def applies(self, member: Member) -> bool:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    @classmethod
+    def reads_whole(cls, member: Member) -> bool:
+        """Whether this extractor reads all of ``member`` (or at random): the engine inflates an
+        archive member once for several such extractors.  ELF passes that read a prefix, or go
+        once front to back through the member's shared image, say False."""
+        return True
 
     def extract(self, reader: MemberReader) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -33,11 +33,11 @@ from __future__ import annotations
 
 import ast
 import re
-import tomllib
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
-from cuaudit.facts import Extractor, InputError, MemberReader
+from cuaudit.facts import Extractor, MemberReader
+from cuaudit.formats.python import PythonModule, parse_python_text
 from cuaudit.model import Member, MemberKind
 
 # -- what counts as a hardware probe --------------------------------------------------
@@ -178,19 +178,12 @@ class BuildScript:
 # -- Python: helpers ---------------------------------------------------------------------------
 
 
-def _char_col(lines: list[str], line: int, byte_col: int) -> int:
-    """1-based character column from ast's 0-based UTF-8 byte offset."""
-    if line - 1 >= len(lines):
-        return byte_col + 1
-    return len(lines[line - 1].encode("utf-8")[:byte_col].decode("utf-8", errors="replace")) + 1
-
-
-def _span(node: ast.AST, lines: list[str]) -> Span:
+def _span(node: ast.AST, module: PythonModule) -> Span:
     return Span(
         node.lineno,
-        _char_col(lines, node.lineno, node.col_offset),
+        module.column(node.lineno, node.col_offset),
         node.end_lineno or node.lineno,
-        _char_col(lines, node.end_lineno or node.lineno, node.end_col_offset or node.col_offset),
+        module.column(node.end_lineno or node.lineno, node.end_col_offset or node.col_offset),
     )
 
 
@@ -308,11 +301,11 @@ class _Taint:
 
 
 class _PythonBuild:
-    def __init__(self, source: str, path: str) -> None:
-        self.source = source
-        self.path = path
-        self.lines = source.splitlines()
-        self.tree = ast.parse(source, filename=path)
+    def __init__(self, module: PythonModule) -> None:
+        self.module = module
+        self.source = module.text
+        self.path = module.path
+        self.tree = module.tree
         imp = _Imports()
         imp.visit(self.tree)
         self.names = imp.names
@@ -328,7 +321,7 @@ class _PythonBuild:
         self.decisions: list[Decision] = []
         self.external: list[ExternalDecision] = []
         self.host_archs: list[HostArch] = []
-        self.mentions_rocm = bool(re.search(r"\b(hip|rocm|ROCM|HIP)\b", source))
+        self.mentions_rocm = bool(re.search(r"\b(hip|rocm|ROCM|HIP)\b", self.source))
         self._probe_cache: dict[int, Probe | None] = {}
 
     # probes ----------------------------------------------------------------
@@ -344,7 +337,7 @@ class _PythonBuild:
             label = "shutil.which('nvidia-smi')"
         probe = None
         if label is not None:
-            probe = Probe(label, ast.get_source_segment(self.source, call) or label, _span(call, self.lines), function)
+            probe = Probe(label, ast.get_source_segment(self.source, call) or label, _span(call, self.module), function)
         self._probe_cache[id(call)] = probe
         return probe
 
@@ -525,7 +518,7 @@ class _PythonBuild:
                                                + [ast.Expr(s) for b in branches for s in b if isinstance(s, ast.expr)], []))
         if not controls:
             return
-        span = _span(test, self.lines)
+        span = _span(test, self.module)
         cond = ast.get_source_segment(self.source, test) or ""
         overrides = tuple(dict.fromkeys(t.overrides + outer_env))
         if t.probes:
@@ -536,7 +529,7 @@ class _PythonBuild:
             self.external.append(ExternalDecision(span, cond, module, name, controls, overrides, t.disablers))
 
     def _with_fix(self, probe: Probe) -> Probe:
-        edits, text = _fix_probe(self.source, probe)
+        edits, text = _fix_probe(self.module, probe)
         if not edits:
             return probe
         return Probe(probe.label, probe.text, probe.span, probe.function, edits, text, self.mentions_rocm)
@@ -558,10 +551,10 @@ class _PythonBuild:
                     if any("nvidia-smi" in s for s in _strings(n)) and any("compute_cap" in s for s in _strings(n)):
                         label = "nvidia-smi --query-gpu=compute_cap"
                 if label:
-                    self.host_archs.append(HostArch(label, ast.get_source_segment(self.source, n) or label, _span(n, self.lines),
+                    self.host_archs.append(HostArch(label, ast.get_source_segment(self.source, n) or label, _span(n, self.module),
                                                     self._arch_override()))
             elif isinstance(n, ast.Constant) and isinstance(n.value, str) and _NATIVE_ARCH.search(n.value):
-                self.host_archs.append(HostArch(_NATIVE_ARCH.search(n.value).group(1), repr(n.value), _span(n, self.lines),
+                self.host_archs.append(HostArch(_NATIVE_ARCH.search(n.value).group(1), repr(n.value), _span(n, self.module),
                                                 self._arch_override()))
 
     def _arch_override(self) -> tuple[str, ...]:
@@ -617,7 +610,7 @@ def _third_party(module: str) -> bool:
 # -- the automatic fix, with libcst ----------------------------------------------------------------------------
 
 
-def _fix_probe(source: str, probe: Probe) -> tuple[tuple[TextEdit, ...], str]:
+def _fix_probe(module: PythonModule, probe: Probe) -> tuple[tuple[TextEdit, ...], str]:
     """Edits replacing a ``torch.cuda.is_available()`` probe by ``torch.version.cuda is not None``.
 
     Only the unambiguous patterns: the probe is a call on the ``torch`` module
@@ -631,6 +624,7 @@ def _fix_probe(source: str, probe: Probe) -> tuple[tuple[TextEdit, ...], str]:
     import libcst as cst
     from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
+    source = module.text
     try:
         wrapper = MetadataWrapper(cst.parse_module(source))
     except cst.ParserSyntaxError:
@@ -675,8 +669,8 @@ def _fix_probe(source: str, probe: Probe) -> tuple[tuple[TextEdit, ...], str]:
         new_text = f"({new_text})"
     pos = positions[replace]
     # libcst confirms the result still parses before the edit is offered.
-    start = _index(source, pos.start.line, pos.start.column)
-    end = _index(source, pos.end.line, pos.end.column)
+    start = module.offset(pos.start.line, pos.start.column)
+    end = module.offset(pos.end.line, pos.end.column)
     fixed = source[:start] + new_text + source[end:]
     try:
         cst.parse_module(fixed)
@@ -698,11 +692,6 @@ def _needs_parens(parent: object, node: object) -> bool:
     if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not):
         return False
     return True
-
-
-def _index(source: str, line: int, column: int) -> int:
-    lines = source.splitlines(keepends=True)
-    return sum(len(x) for x in lines[: line - 1]) + column
 
 
 # -- pyproject.toml, CMake, meson ----------------------------------------------------------------------------------
@@ -751,11 +740,8 @@ def _cmake(text: str) -> BuildScript:
     return BuildScript("cmake", decisions=tuple(decisions), host_archs=tuple(archs), builds_cuda=builds)
 
 
-def _pyproject(text: str) -> BuildScript:
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
-        return BuildScript("pyproject")  # CU007 is the input family's (invalid-project-file)
+def _pyproject(text: str, data: Mapping[str, Any]) -> BuildScript:
+    """``data`` is the shared parse of ``text`` (empty when it does not parse: the format check's CU007)."""
     tool = data.get("tool", {}) if isinstance(data.get("tool"), dict) else {}
     archs: list[HostArch] = []
 
@@ -798,9 +784,20 @@ def _meson(text: str) -> BuildScript:
     return BuildScript("meson", host_archs=tuple(archs), builds_cuda="cuda" in text.lower())
 
 
-def analyse_python(source: str, path: str = "setup.py") -> BuildScript:
-    """Build facts of a Python build script or helper module (never run)."""
-    b = _PythonBuild(source, path)
+def analyse_python(source: str, path: str = "setup.py") -> BuildScript | None:
+    """Build facts of a Python build script or helper module's source text (tests)."""
+    return python_build_facts(parse_python_text(source, path))
+
+
+def python_build_facts(module: PythonModule) -> BuildScript | None:
+    """Build facts of a parsed Python build script or helper module (never run).
+
+    None when it does not parse: the format check reports that (CU007 for a
+    build script such as ``setup.py``, CU006 for a helper module).
+    """
+    if module.error is not None:
+        return None
+    b = _PythonBuild(module)
     b.run()
     functions, variables = b.module_summaries()
     return BuildScript(
@@ -831,7 +828,7 @@ class BuildExtractor(Extractor):
     """Build-script facts: GPU probes deciding CUDA builds, host GPU architectures."""
 
     name = "build"
-    version = 1
+    version = 2  # 2: a pass over the shared parses (a script that does not parse is the format check's CU007)
 
     def applies(self, member: Member) -> bool:
         if member.kind is MemberKind.BUILD and not member.path.endswith(".py"):
@@ -843,16 +840,12 @@ class BuildExtractor(Extractor):
         base = path.rsplit("/", 1)[-1]
         if base == "setup.cfg" or base in ("meson.options", "meson_options.txt"):
             return None
-        text = reader.text(limit=4 * 1024 * 1024)
         if base.endswith(".py"):
-            try:
-                return analyse_python(text, path)
-            except SyntaxError as exc:
-                if base in ("setup.py", "build.py", "hatch_build.py"):
-                    raise InputError("CU007", f"{path}: does not parse as Python ({exc.msg}, line {exc.lineno}); build checks skipped") from None
-                return None
+            return python_build_facts(reader.python())
         if base == "pyproject.toml":
-            return _pyproject(text)
+            doc = reader.toml()
+            return _pyproject(doc.text, doc.table)
+        text = reader.text(limit=4 * 1024 * 1024)
         if base == "CMakeLists.txt" or base.endswith(".cmake"):
             return _cmake(text)
         if base == "meson.build":

@@ -7,7 +7,8 @@ imports it.  The package model (``cuaudit.analysis.module_tree``) treats every d
 string of an extension module that names a known module as an import:
 it can only make the model say "reachable" more often, never invent a trap.
 
-Strings are read as they are stored (Cython <= 3.1 keeps them as plain C
+A pass over the member's ELF image (:mod:`cuaudit.formats.elf`): the
+read-only data sections only.  Strings are read as they are stored (Cython <= 3.1 keeps them as plain C
 strings).  Cython 3.2 compresses a module's strings into one zlib blob; the
 blobs found in the file are inflated too.
 """
@@ -18,7 +19,8 @@ import re
 import zlib
 from dataclasses import dataclass
 
-from cuaudit.facts import Extractor, InputError, MemberReader
+from cuaudit.facts import Extractor, MemberReader
+from cuaudit.formats.elf import SHT_NOBITS
 from cuaudit.model import Member, MemberKind
 
 _DOTTED = re.compile(rb"[A-Za-z_][A-Za-z0-9_]{0,64}(?:\.[A-Za-z_][A-Za-z0-9_]{0,64}){1,8}")
@@ -101,7 +103,7 @@ def dotted_strings(data: bytes) -> tuple[str, ...]:
 
 class ExtensionStringsExtractor(Extractor):
     name = "extension_strings"
-    version = 3
+    version = 4  # 3: read through the ELF image; 4: `imports` (whole strings, no prose)
 
     def applies(self, member: Member) -> bool:
         return member.kind is MemberKind.ELF and member.size <= MAX_SIZE and is_extension_module_name(member.path)
@@ -109,26 +111,6 @@ class ExtensionStringsExtractor(Extractor):
     def extract(self, reader: MemberReader) -> ExtensionModuleStrings:
         # Only the read-only data holds the strings; device code (.nv_fatbin, often 90% of a
         # CUDA extension) and machine code are skipped.
-        import io
-
-        from elftools.common.exceptions import ELFError
-        from elftools.elf.elffile import ELFFile
-
-        mm = reader.mmap()
-        try:
-            stream = mm if mm is not None else io.BytesIO(reader.read())
-            try:
-                elf = ELFFile(stream)
-                chunks = []
-                for sec in elf.iter_sections():
-                    if sec.name in _SECTIONS and sec["sh_type"] != "SHT_NOBITS":
-                        off, size = sec["sh_offset"], sec["sh_size"]
-                        stream.seek(off)
-                        chunks.append(stream.read(size))
-            except (ELFError, ValueError, OSError) as exc:
-                raise InputError("CU005", f"{reader.path}: unreadable ELF ({exc})") from exc
-            data = b"\0".join(chunks)
-            return ExtensionModuleStrings(dotted_strings(data), identifier_strings(data), import_evidence(data))
-        finally:
-            if mm is not None:
-                mm.close()
+        image = reader.elf()
+        data = b"\0".join(image.section_bytes(s) for s in image.sections() if s.name in _SECTIONS and s.type != SHT_NOBITS)
+        return ExtensionModuleStrings(dotted_strings(data), identifier_strings(data), import_evidence(data))

@@ -12,13 +12,15 @@ PTX for a GPU fails there with ``no kernel image is available for execution
 on the device`` -- and a wheel built where ``torch.cuda.is_available()`` was
 false carries none at all (PyTorch AO, torch-linear-assignment 0.0.5).
 
-Only what the listing needs is read: the ELF header, the section headers,
-the section-name table, then the 64- to 120-byte header of each entry
-(payloads are skipped, never inflated).  Files on disk are mmapped, so a
-749 MB ``libcublasLt.so.12`` costs a few pages.  An archive member cannot
-seek: it is inflated once, front to back, and containers are recognised on
-the way (their headers validated, then kept only if they lie inside a
-fat-binary section once the section headers at the end are known).
+A pass over the member's ELF image (:mod:`cuaudit.formats.elf`): only what
+the listing needs is read, the section headers, the section-name table, then
+the 64- to 120-byte header of each entry (payloads are skipped, never
+inflated).  Files on disk are mmapped, so a 749 MB ``libcublasLt.so.12``
+costs a few pages.  A huge archive member cannot seek: its image's stream
+goes on front to back from where the ``elf`` pass stopped, and containers
+are recognised on the way (their headers validated, then kept only if they
+lie inside a fat-binary section once the section headers at the end are
+known).
 
 Entry header layout (little endian), as nvcc 11-13 write it::
 
@@ -39,12 +41,15 @@ Entry header layout (little endian), as nvcc 11-13 write it::
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import os
 import struct
 from dataclasses import dataclass
 from typing import IO, Iterable, Iterator, Sequence
 
 from cuaudit.facts import Extractor, InputError, MemberReader
+from cuaudit.formats.elf import SHT_NOBITS, ElfImage, Section, image_of_bytes, image_of_stream, map_file, random_access
 from cuaudit.model import Member, MemberKind
 
 FATBIN_MAGIC = 0xBA55ED50
@@ -68,10 +73,6 @@ FLAG_FAMILY_SPECIFIC = 0x200000  # sm_100f: runs on the family (10.0, 10.3)
 _ENTRY = struct.Struct("<HHIQIIHHIIIQQQ")  # the 64-byte entry header
 _CONTAINER = struct.Struct("<IHHQ")  # magic, version, header size, body size
 
-#: How much of an archive member before its section headers is kept while
-#: inflating, to find the section-name table (GNU ld puts it just before).
-_TAIL_KEEP = 4 * 1024 * 1024
-_CHUNK = 1 << 20
 
 
 @dataclass(frozen=True, order=True)
@@ -228,78 +229,28 @@ def parse_fatbin(buf: bytes | memoryview, start: int, end: int, section: str, ba
     return entries, containers, notes
 
 
-# -- ELF ------------------------------------------------------------------------------
+# -- over the member's ELF image -------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Section:
-    name: str
-    type: int
-    offset: int
-    size: int
-
-
-def _elf_header(head: bytes) -> tuple[int, int, int, int]:
-    """(e_shoff, e_shentsize, e_shnum, e_shstrndx) of a 64-bit little-endian ELF."""
-    if len(head) < 64 or head[:4] != b"\x7fELF":
-        raise InputError("CU006", "not an ELF file (bad magic)")
-    if head[4] != 2 or head[5] != 1:
-        raise _Unsupported(f"ELF class {head[4]} / data encoding {head[5]} (only 64-bit little-endian is read)")
-    shoff, = struct.unpack_from("<Q", head, 0x28)
-    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", head, 0x3A)
-    if shnum == 0 and shoff:
-        shnum = -1  # more than 0xff00 sections: the count is in section 0's sh_size
-    return shoff, shentsize, shnum, shstrndx
-
-
-class _Unsupported(Exception):
-    pass
-
-
-def _sections(shdrs: bytes | memoryview, shoff_rel: int, shentsize: int, shnum: int, strtab: bytes | None) -> list[_Section]:
-    out = []
-    for i in range(shnum):
-        p = shoff_rel + i * shentsize
-        name_off, stype, _flags, _addr, offset, size = struct.unpack_from("<IIQQQQ", shdrs, p)
-        name = ""
-        if strtab is not None and name_off < len(strtab):
-            end = strtab.find(b"\0", name_off)
-            name = strtab[name_off : end if end >= 0 else len(strtab)].decode("latin-1")
-        out.append(_Section(name, stype, offset, size))
-    return out
-
-
-def read_device_code(buf: bytes | memoryview | "mmap.mmap") -> DeviceCode:  # noqa: F821
-    """Device code of an ELF (or raw fat binary) held in memory or mmapped."""
-    size = len(buf)
-    if size >= 4 and bytes(buf[:4]) == _MAGIC_BYTES:  # a raw .fatbin (nvcc -fatbin)
-        entries, n, notes = parse_fatbin(buf, 0, size, "fatbin")
-        return DeviceCode(tuple(entries), ("fatbin",), n, 0, tuple(notes))
-    shoff, shentsize, shnum, shstrndx = _elf_header(bytes(buf[:64]))
-    if shoff == 0:
+def device_code_of(image: ElfImage) -> DeviceCode:
+    """Device code of one ELF image: its fat-binary sections, read in place or as the stream passes."""
+    if not image.shoff:
         return DeviceCode((), (), 0, 0, ("no section headers (stripped of them): device code not listed",))
-    if shnum == -1:
-        shnum = struct.unpack_from("<Q", buf, shoff + 32)[0]
-    if shentsize < 64 or shoff + shnum * shentsize > size:
-        raise InputError("CU005", f"section headers ({shnum} at {shoff:#x}) extend past the end of the file ({size} bytes)")
-    raw = _sections(buf, shoff, shentsize, shnum, None)
-    strtab = None
-    if shstrndx < len(raw) and raw[shstrndx].offset + raw[shstrndx].size <= size:
-        s = raw[shstrndx]
-        strtab = bytes(buf[s.offset : s.offset + s.size])
-    secs = _sections(buf, shoff, shentsize, shnum, strtab)
-    return _from_sections(secs, size, lambda s: (buf, s.offset))
+    buf = image.buffer
+    if buf is not None:
+        return _from_sections(image.sections(), image.size, lambda s: (buf, s.offset))
+    return _from_stream(image)
 
 
-def _from_sections(secs: Sequence[_Section], size: int, view) -> DeviceCode:
+def _from_sections(secs: Sequence[Section], size: int, view) -> DeviceCode:
     entries: list[FatbinEntry] = []
     notes: list[str] = []
     names: list[str] = []
     containers = wrappers = 0
     for s in secs:
-        if s.name in FATBIN_SECTIONS and s.type != 8:  # SHT_NOBITS holds nothing
+        if s.name in FATBIN_SECTIONS and s.type != SHT_NOBITS:
             if s.offset + s.size > size:
-                raise InputError("CU005", f"section {s.name} extends past the end of the file")
+                raise InputError("CU005", f"section {s.name} extends past the end of the file", offset=s.offset)
             buf, start = view(s)
             found, n, why = parse_fatbin(buf, start, start + s.size, s.name, s.offset - start)
             entries += found
@@ -311,172 +262,159 @@ def _from_sections(secs: Sequence[_Section], size: int, view) -> DeviceCode:
     return DeviceCode(tuple(entries), tuple(names), containers, wrappers, tuple(notes))
 
 
-# -- archive members: one forward pass -------------------------------------------------
+class _ContainerScan:
+    """Fat-binary containers recognised in a stream as it passes (an archive member read once).
 
+    Containers are found by their magic at 8-aligned offsets before the
+    section headers and kept with their entry headers validated; once the
+    section headers (at the end) are read, those inside a fat-binary section
+    are the device code.  Payloads are skipped without being copied.
+    """
 
-class _Forward:
-    """Forward-only reads at absolute offsets of a stream (an inflating zip member)."""
-
-    def __init__(self, fh: IO[bytes], keep_from: int) -> None:
-        self.fh = fh
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
         self.buf = bytearray()
-        self.start = 0  # file offset of buf[0]
-        self.eof = False
-        self.keep_from = keep_from
-        self.kept = bytearray()  # bytes from keep_from on that were dropped
-        self.kept_start = -1
+        self.base = 0  # file offset of buf[0]
+        self.pos = 64  # where to look for the next container
+        self.found: list[tuple[int, int, list[FatbinEntry]]] = []
+        self.cur: tuple[int, int, list[FatbinEntry]] | None = None
+        self.q = 0  # the next entry header of the container being read
 
-    def _fill(self, upto: int) -> None:
-        while self.start + len(self.buf) < upto and not self.eof:
-            chunk = self.fh.read(max(_CHUNK, upto - self.start - len(self.buf)))
-            if not chunk:
-                self.eof = True
-                break
-            self.buf += chunk
-
-    def _drop(self, upto: int) -> None:
-        n = min(upto - self.start, len(self.buf))
-        if n <= 0:
+    def feed(self, offset: int, chunk: bytes) -> None:
+        need = self.q if self.cur is not None else self.pos
+        if offset != self.base + len(self.buf):  # never expected: start again from here
+            self.buf, self.base = bytearray(), offset
+        if not self.buf and need >= offset + len(chunk):
+            self.base = offset + len(chunk)  # inside a payload: nothing to keep
             return
-        end = self.start + n
-        if end > self.keep_from:
-            lo = max(self.start, self.keep_from)
-            if self.kept_start < 0:
-                self.kept_start = lo
-            self.kept += self.buf[lo - self.start : n]
-        del self.buf[:n]
-        self.start = end
+        self.buf += chunk
+        self._run()
+        need = self.q if self.cur is not None else self.pos
+        drop = min(need, self.base + len(self.buf)) - self.base
+        if drop > 0:
+            del self.buf[:drop]
+            self.base += drop
 
-    def read_at(self, offset: int, n: int) -> bytes:
-        if offset < self.start:
-            raise ValueError("backwards read")
-        self._drop(offset)
-        self._fill(offset + n)
-        return bytes(self.buf[offset - self.start : offset - self.start + n])
+    def _run(self) -> None:
+        end = self.base + len(self.buf)
+        while True:
+            if self.cur is not None:
+                at, stop, entries = self.cur
+                if self.q >= stop:
+                    self.found.append(self.cur)
+                    self.cur = None
+                    self.pos = stop + (-stop % 8)
+                    continue
+                if self.q + _ENTRY.size > end:
+                    return
+                p = self.q - self.base
+                if not _valid_entry_header(self.buf, p, p + stop - self.q):
+                    self.cur, self.pos = None, at + 8
+                    continue
+                e = _entry(self.buf, p, "", self.q)
+                entries.append(e)
+                self.q += e.header_size + e.payload_size
+                continue
+            stop_at = min(end, self.limit)
+            if self.pos >= stop_at:
+                return
+            i = self.buf.find(_MAGIC_BYTES, self.pos - self.base, stop_at - self.base)
+            while i >= 0 and (self.base + i) % 8:
+                i = self.buf.find(_MAGIC_BYTES, i + 1, stop_at - self.base)
+            if i < 0:
+                self.pos = max(self.pos, stop_at - len(_MAGIC_BYTES) + 1)
+                self.pos += -self.pos % 8
+                return
+            at = self.base + i
+            if at + _CONTAINER.size > end:
+                self.pos = at
+                return
+            body = _valid_container(self.buf, i, self.limit - self.base)
+            if body is None:
+                self.pos = at + 8
+                continue
+            self.cur, self.q = (at, at + 16 + body, []), at + 16
 
-    def find(self, pattern: bytes, offset: int, until: int) -> int:
-        """Absolute offset of ``pattern`` at an 8-aligned position in [offset, until), or -1."""
-        self._drop(offset)
-        pos = offset
-        while pos < until:
-            self._fill(min(until, pos + _CHUNK))
-            avail = self.start + len(self.buf)
-            if avail <= pos:
-                return -1
-            i = self.buf.find(pattern, pos - self.start, min(avail, until) - self.start)
-            while i >= 0 and (self.start + i) % 8:
-                i = self.buf.find(pattern, i + 1, min(avail, until) - self.start)
-            if i >= 0:
-                return self.start + i
-            pos = max(pos, min(avail, until) - len(pattern) + 1)
-            pos += -pos % 8
-            self._drop(pos)
-        return -1
+
+def _from_stream(image: ElfImage) -> DeviceCode:
+    """One forward pass: containers are recognised on the way to the section headers at the end."""
+    src = image.source
+    scan = _ContainerScan(min(image.shoff, image.size))
+    if src.pos > len(src.kept):
+        src.rewind()  # bytes went by unseen (a table read far ahead): read from the start
+    elif src.pos:
+        scan.feed(0, bytes(src.kept[: src.pos]))
+    src.observers.append(scan.feed)
+    try:
+        secs = image.sections()
+    finally:
+        src.observers.remove(scan.feed)
+    entries: list[FatbinEntry] = []
+    names: list[str] = []
+    containers = wrappers = 0
+    for s in secs:
+        if s.name in FATBIN_SECTIONS and s.type != SHT_NOBITS:
+            names.append(s.name)
+            for at, stop, es in scan.found:
+                if s.offset <= at and stop <= s.offset + s.size:
+                    containers += 1
+                    entries += [dataclasses.replace(e, section=s.name) for e in es]
+        elif s.name == WRAPPER_SECTION:
+            wrappers += s.size // 24
+    return DeviceCode(tuple(entries), tuple(names), containers, wrappers, ())
+
+
+def _raw_fatbin(buf) -> DeviceCode:
+    entries, n, notes = parse_fatbin(buf, 0, len(buf), "fatbin")
+    return DeviceCode(tuple(entries), ("fatbin",), n, 0, tuple(notes))
+
+
+def read_device_code(buf: bytes | memoryview | "mmap.mmap") -> DeviceCode:  # noqa: F821
+    """Device code of an ELF (or raw fat binary) held in memory or mmapped."""
+    if len(buf) >= 4 and bytes(buf[:4]) == _MAGIC_BYTES:  # a raw .fatbin (nvcc -fatbin)
+        return _raw_fatbin(buf)
+    return device_code_of(image_of_bytes(buf))
 
 
 def read_device_code_stream(fh: IO[bytes], size: int) -> DeviceCode:
     """Device code of an ELF read front to back once (a wheel member)."""
-    head = fh.read(64)
-    if len(head) >= 4 and head[:4] == _MAGIC_BYTES:
-        return read_device_code(head + fh.read())
-    shoff, shentsize, shnum, shstrndx = _elf_header(head)
-    if shoff == 0:
-        return DeviceCode((), (), 0, 0, ("no section headers (stripped of them): device code not listed",))
-    fwd = _Forward(fh, keep_from=max(0, shoff - _TAIL_KEEP))
-    fwd.buf += head
-    # Candidate containers found on the way: (offset, entries, end)
-    found: list[tuple[int, int, list[FatbinEntry]]] = []
-    pos = 64
-    limit = shoff if shoff <= size else size
-    while True:
-        at = fwd.find(_MAGIC_BYTES, pos, limit)
-        if at < 0:
-            break
-        hdr = fwd.read_at(at, 16)
-        body = _valid_container(hdr, 0, limit - at)
-        if body is None:
-            pos = at + 8
-            continue
-        q, stop = at + 16, at + 16 + body
-        entries: list[FatbinEntry] = []
-        ok = True
-        while q < stop:
-            eh = fwd.read_at(q, 64)
-            if len(eh) < 64 or not _valid_entry_header(eh, 0, stop - q):
-                ok = False
-                break
-            e = _entry(eh, 0, "", q)
-            entries.append(e)
-            q += e.header_size + e.payload_size
-        if ok:
-            found.append((at, stop, entries))
-            pos = stop + (-stop % 8)
-        else:
-            pos = at + 8
-    if shnum == -1:
-        first = fwd.read_at(shoff, 64)
-        shnum = struct.unpack_from("<Q", first, 32)[0]
-    table = fwd.read_at(shoff, shnum * shentsize)
-    if len(table) < shnum * shentsize or shentsize < 64:
-        raise InputError("CU005", f"section headers ({shnum} at {shoff:#x}) extend past the end of the file ({size} bytes)")
-    raw = _sections(table, 0, shentsize, shnum, None)
-    strtab = None
-    if shstrndx < len(raw):
-        s = raw[shstrndx]
-        if s.offset >= shoff:
-            strtab = fwd.read_at(s.offset, s.size)
-        elif fwd.kept_start >= 0 and s.offset >= fwd.kept_start and s.offset + s.size <= fwd.kept_start + len(fwd.kept):
-            strtab = bytes(fwd.kept[s.offset - fwd.kept_start : s.offset - fwd.kept_start + s.size])
-    if strtab is None:
-        # The name table was passed and dropped: keep containers that are section starts.
-        secs = _sections(table, 0, shentsize, shnum, None)
-        starts = {s.offset: s for s in secs}
-        entries = [e for at, _stop, es in found if at in starts for e in es]
-        return DeviceCode(tuple(entries), ("?",) if entries else (), len(found), 0,
-                          ("section names not read: fat binaries recognised by their headers",))
-    secs = _sections(table, 0, shentsize, shnum, strtab)
-    entries_out: list[FatbinEntry] = []
-    names: list[str] = []
-    containers = wrappers = 0
-    for s in secs:
-        if s.name in FATBIN_SECTIONS and s.type != 8:
-            names.append(s.name)
-            for at, stop, es in found:
-                if s.offset <= at and stop <= s.offset + s.size:
-                    containers += 1
-                    entries_out += [_with_section(e, s.name) for e in es]
-        elif s.name == WRAPPER_SECTION:
-            wrappers += s.size // 24
-    return DeviceCode(tuple(entries_out), tuple(names), containers, wrappers, ())
+    head = fh.read(4)
+    if head == _MAGIC_BYTES:
+        return _raw_fatbin(head + fh.read())
+    first = [True]
+
+    def opener() -> IO[bytes]:
+        if first[0]:
+            first[0] = False
+            return _Prefixed(head, fh)
+        raise InputError("CU005", "device code: the stream would have to be read twice")
+
+    image = image_of_stream(opener, size)
+    return device_code_of(image)
 
 
-def _with_section(e: FatbinEntry, section: str) -> FatbinEntry:
-    import dataclasses
+class _Prefixed(io.RawIOBase):
+    """A stream with its first bytes already read."""
 
-    return dataclasses.replace(e, section=section)
+    def __init__(self, head: bytes, fh: IO[bytes]) -> None:
+        self.head, self.fh = head, fh
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        if self.head:
+            out, self.head = (self.head, b"") if n < 0 or n >= len(self.head) else (self.head[:n], self.head[n:])
+            return out
+        return self.fh.read(n)
 
 
 def read_path(path: str) -> DeviceCode:
     """Device code of a file on disk (mmapped: only the touched pages are read)."""
-    import mmap
-
-    with open(path, "rb") as fh:
-        if os.fstat(fh.fileno()).st_size == 0:
-            raise InputError("CU006", f"{path}: empty file")
-        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            _random_access(mm)
-            return read_device_code(mm)
-
-
-def _random_access(mm) -> None:
-    """Entry headers are scattered through the section: no read-ahead around each (less memory, less I/O)."""
-    import mmap
-
-    if hasattr(mm, "madvise") and hasattr(mmap, "MADV_RANDOM"):
-        try:
-            mm.madvise(mmap.MADV_RANDOM)
-        except OSError:
-            pass
+    mm = map_file(path)
+    with mm:
+        random_access(mm)
+        return read_device_code(mm)
 
 
 def cuobjdump_listing(code: DeviceCode, filename: str) -> list[str]:
@@ -503,24 +441,22 @@ class FatbinExtractor(Extractor):
     """Every fat-binary entry of every ELF member (and raw ``.fatbin`` files)."""
 
     name = "fatbin"
-    version = 1
+    version = 2  # read through the member's ELF image: 32-bit and big-endian files are listed too
+
+    @classmethod
+    def reads_whole(cls, member: Member) -> bool:
+        return False  # a pass over the member's image: a prefix, or one forward pass
 
     def applies(self, member: Member) -> bool:
         return member.kind is MemberKind.ELF or member.path.endswith((".fatbin", ".o", ".cubin"))
 
     def extract(self, reader: MemberReader) -> DeviceCode | None:
-        try:
-            mm = reader.mmap()
-            if mm is not None:
-                with mm:
-                    _random_access(mm)
-                    return read_device_code(mm)
-            with reader.open() as fh:
-                return read_device_code_stream(fh, reader.member.size)
-        except _Unsupported as exc:
-            raise InputError("CU009", f"{reader.path}: {exc}; device code not listed") from None
-        except struct.error as exc:
-            raise InputError("CU005", f"{reader.path}: truncated ELF ({exc})") from None
+        if reader.head(4) == _MAGIC_BYTES:
+            return _raw_fatbin(reader.read())
+        image = reader.elf()
+        if image.buffer is not None and reader.fs_path is not None:
+            random_access(image.buffer)
+        return device_code_of(image)
 
 
 def iter_entries(codes: Iterable[tuple[str, DeviceCode]]) -> Iterator[tuple[str, FatbinEntry]]:

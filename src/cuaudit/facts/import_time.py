@@ -22,8 +22,9 @@ this pass keeps what that summary loses and the interpreter does not:
   ``raise AttributeError``, or a call to a function that raises it
   (pydantic's ``_getattr_migration``).
 
-Pure and picklable; a file that does not parse gives ``None`` (python_source
-reports the syntax error).
+A pass over the member's one parse (``reader.python()``); pure and
+picklable; a file that does not parse gives ``None`` (its syntax error is
+reported once, by the format layer and python_source).
 """
 
 from __future__ import annotations
@@ -148,15 +149,16 @@ class ImportTimeExtractor(Extractor):
         return member.kind in (MemberKind.PYTHON, MemberKind.BUILD) and member.path.endswith(".py")
 
     def extract(self, reader: MemberReader) -> ImportTimeFacts | None:
-        return parse_import_time(reader.text())
+        module = reader.python()  # the one parse shared with python_source
+        return _Reader().run(module.tree) if module.ok else None
 
 
 def parse_import_time(text: str) -> ImportTimeFacts | None:
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
-        return None
-    return _Reader().run(tree)
+    """The program of one module's source text (pure; for tests)."""
+    from cuaudit.formats.python import parse_python_text
+
+    module = parse_python_text(text)
+    return _Reader().run(module.tree) if module.ok else None
 
 
 # -- implementation ----------------------------------------------------------------------

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from cuaudit.facts import Extractor, InputError, MemberReader
-from cuaudit.model import ArtifactKind, Member, MemberKind
+from cuaudit.formats.python import PythonModule, parse_python_text
+from cuaudit.model import Member, MemberKind
 
 # -- dtypes, in pure Python (cuaudit does not depend on NumPy) -------------------------
 
@@ -208,9 +209,9 @@ class _Typed:
 
 
 class _Analysis:
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.lines = source.splitlines()
+    def __init__(self, module: PythonModule) -> None:
+        self.source = module.text
+        self.column = module.column
         self.aliases: dict[str, str] = {}
         self.fused: list[FusedScalar] = []
         self.can_cast: list[CanCastScalar] = []
@@ -219,19 +220,13 @@ class _Analysis:
         self.module_scalars: dict[str, Any] = {}
         self.module_types: dict[str, _Typed] = {}
         self.seen: set[tuple] = set()
-        self.known_dtypes = True
 
     # -- positions and names --------------------------------------------------------------
     def span(self, node: ast.AST) -> Span:
         line = node.lineno  # type: ignore[attr-defined]
         end_line = node.end_lineno or line  # type: ignore[attr-defined]
-        return Span(line, self._col(line, node.col_offset) + 1, end_line,  # type: ignore[attr-defined]
-                    self._col(end_line, node.end_col_offset or 0) + 1)  # type: ignore[attr-defined]
-
-    def _col(self, line: int, byte_col: int) -> int:
-        if 0 < line <= len(self.lines):
-            return len(self.lines[line - 1].encode("utf-8")[:byte_col].decode("utf-8", "replace"))
-        return byte_col
+        return Span(line, self.column(line, node.col_offset), end_line,  # type: ignore[attr-defined]
+                    self.column(end_line, node.end_col_offset or 0))  # type: ignore[attr-defined]
 
     def text(self, node: ast.AST) -> str:
         return " ".join((ast.get_source_segment(self.source, node) or "").split())
@@ -485,10 +480,7 @@ class _Analysis:
                                                        self.span(node.args[0])))
             if q in ("cupy.copyto", "cupy.select"):
                 self.check_copyto(node, q, scalars)
-            if self.known_dtypes:
-                self.check_conversion(node, q, scalars)
-        elif not self.known_dtypes:
-            return
+            self.check_conversion(node, q, scalars)
         elif isinstance(node, ast.BinOp) and type(node.op) in _ARITH:
             left = self.typed(node.left, env, scalars)
             right = self.typed(node.right, env, scalars)
@@ -797,17 +789,17 @@ def _first_param(node: ast.AST, params: set[str], scalars: dict[str, Any], alias
     return None
 
 
-def analyse_source(source: str, filename: str = "<source>", *, known_dtypes: bool = True) -> PromotionFacts:
-    """The CU4xx facts of one Python module's source."""
-    try:
-        tree = ast.parse(source, filename)
-    except SyntaxError as exc:
-        raise InputError("CU006", f"{filename}: not valid Python ({exc.msg}, line {exc.lineno})") from exc
-    if not any(m in source for m in ("numpy", "cupy")):
+def analyse_source(source: str, filename: str = "<source>") -> PromotionFacts:
+    """The CU4xx facts of one Python module's source text (tests)."""
+    return promotion_facts(parse_python_text(source, filename))
+
+
+def promotion_facts(module: PythonModule) -> PromotionFacts:
+    """The CU4xx facts of one parsed module (none when it does not parse: the format check reports it)."""
+    if module.error is not None or not any(m in module.text for m in ("numpy", "cupy")):
         return PromotionFacts()
-    analysis = _Analysis(source)
-    analysis.known_dtypes = known_dtypes
-    analysis.run(tree)
+    analysis = _Analysis(module)
+    analysis.run(module.tree)
     values = set(analysis.aliases.values())
     return PromotionFacts(
         fused=tuple(analysis.fused),
@@ -820,27 +812,21 @@ def analyse_source(source: str, filename: str = "<source>", *, known_dtypes: boo
 
 
 class PromotionSourceExtractor(Extractor):
-    """CU4xx facts of Python modules (``ast`` only; nothing is imported)."""
+    """CU4xx facts of Python modules (``ast`` only; nothing is imported).
+
+    The facts are the same whatever artifact the member came from: which of
+    them matter for an installed distribution is the rules' choice (the cache
+    key holds only the bytes, the path and this version).
+    """
 
     name = "promotion_source"
-    version = 3
+    version = 4  # 4: full facts for installed distributions too; a pass over the shared parse
 
     def applies(self, member: Member) -> bool:
         return member.kind is MemberKind.PYTHON or (member.kind is MemberKind.BUILD and member.path.endswith(".py"))
 
     def extract(self, reader: MemberReader) -> PromotionFacts:
-        text = reader.text()
-        if "numpy" not in text and "cupy" not in text:
-            return PromotionFacts()
-        ref = getattr(getattr(reader, "artifact", None), "ref", None)
-        if ref is not None and ref.kind is ArtifactKind.INSTALLED:
-            # Installed libraries: only what crashes their users (CU401 fused kernels, CU402
-            # can_cast).  Their internal dtype choices (NumPy's own tests exercise every
-            # promotion on purpose) are their maintainers' business, and the files are many.
-            if not any(token in text for token in ("fuse", "can_cast", "copyto", "select")):
-                return PromotionFacts()
-            return analyse_source(text, reader.path, known_dtypes=False)
-        return analyse_source(text, reader.path)
+        return promotion_facts(reader.python())
 
 
 # -- declared requirements ---------------------------------------------------------------------
@@ -862,7 +848,7 @@ class PromotionRequirementsExtractor(Extractor):
     """The CuPy/NumPy requirements a project declares (pyproject, requirements files, setup.cfg)."""
 
     name = "promotion_requirements"
-    version = 1
+    version = 2  # 2: pyproject.toml from the shared parse (a TOML error is the format check's)
 
     def applies(self, member: Member) -> bool:
         base = member.path.rsplit("/", 1)[-1]
@@ -870,25 +856,21 @@ class PromotionRequirementsExtractor(Extractor):
         return depth <= 1 and (base in ("pyproject.toml", "setup.cfg") or bool(_REQ_FILE.search(member.path)))
 
     def extract(self, reader: MemberReader) -> DeclaredRequirements:
-        text = reader.text(limit=4 * 1024 * 1024)
         base = reader.path.rsplit("/", 1)[-1]
         reqs: list[str] = []
         if base == "pyproject.toml":
-            try:
-                import tomllib  # type: ignore[import-not-found]
-            except ModuleNotFoundError:  # Python 3.10
-                import tomli as tomllib  # type: ignore[no-redef]
-            try:
-                data = tomllib.loads(text)
-            except Exception as exc:  # noqa: BLE001 - reported by the tree input as CU007 too
-                raise InputError("CU007", f"{reader.path}: not valid TOML: {exc}") from exc
-            project = data.get("project", {}) if isinstance(data, dict) else {}
-            reqs += [r for r in project.get("dependencies", []) or [] if isinstance(r, str)]
-            for group in (project.get("optional-dependencies", {}) or {}).values():
-                reqs += [r for r in group or [] if isinstance(r, str)]
+            # the shared parse: a table that does not parse is empty here (the format check reports it)
+            project = reader.toml().table.get("project", {})
+            project = project if isinstance(project, dict) else {}
+            deps = project.get("dependencies", [])
+            reqs += [r for r in deps if isinstance(r, str)] if isinstance(deps, list) else []
+            extras = project.get("optional-dependencies", {})
+            for group in (extras.values() if isinstance(extras, dict) else ()):
+                reqs += [r for r in group if isinstance(r, str)] if isinstance(group, list) else []
         elif base == "setup.cfg":
             import configparser
 
+            text = reader.text(limit=4 * 1024 * 1024)
             cp = configparser.ConfigParser()
             try:
                 cp.read_string(text)
@@ -897,6 +879,6 @@ class PromotionRequirementsExtractor(Extractor):
             if cp.has_option("options", "install_requires"):
                 reqs += [r.strip() for r in cp.get("options", "install_requires").splitlines() if r.strip()]
         else:
-            reqs += parse_requirements_txt(text)
+            reqs += parse_requirements_txt(reader.text(limit=4 * 1024 * 1024))
         wanted = [r for r in reqs if re.match(r"\s*(numpy|cupy)\b", r, re.IGNORECASE)]
         return DeclaredRequirements(tuple(wanted), reader.path)

@@ -1,23 +1,20 @@
 """``pyproject.toml`` members, parsed once for every family that reads them.
 
 The fact is the raw TOML table (``[build-system]``, ``[project]``,
-``[tool.*]``) so that the build family (CU5xx), the device-code family and
-anyone else read the same parse instead of re-reading the file.  A file that
-does not parse is ``CU007`` for that member: every build front end would
-stop on it too (``pip install`` of such an sdist fails before building).
+``[tool.*]``) of the member's one parse (``MemberReader.toml()``), so that the
+build family (CU5xx), the device-code family and anyone else read the same
+table.  A file that does not parse gives an empty table here; the format check
+reports it as ``CU007`` for that member: every build front end would stop on
+it too (``pip install`` of such an sdist fails before building).
 """
 
 from __future__ import annotations
 
-import re
-import tomllib
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from cuaudit.facts import Extractor, InputError, MemberReader
+from cuaudit.facts import Extractor, MemberReader
 from cuaudit.model import Member
-
-_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
 
 
 @dataclass(frozen=True)
@@ -48,21 +45,13 @@ class PyProject:
 
 
 class PyProjectExtractor(Extractor):
-    """Every ``pyproject.toml`` of a tree, an sdist or a wheel, parsed with ``tomllib``."""
+    """Every ``pyproject.toml`` of a tree, an sdist or a wheel (its shared TOML parse)."""
 
     name = "pyproject"
-    version = 1
+    version = 2  # 2: the shared parse; a TOML error is the format check's CU007
 
     def applies(self, member: Member) -> bool:
         return member.path == "pyproject.toml" or member.path.endswith("/pyproject.toml")
 
     def extract(self, reader: MemberReader) -> PyProject:
-        text = reader.text(limit=4 * 1024 * 1024)
-        try:
-            return PyProject(tomllib.loads(text))
-        except tomllib.TOMLDecodeError as exc:
-            detail: dict[str, Any] = {"error": str(exc)}
-            m = _POSITION.search(str(exc))
-            if m:
-                detail["line"], detail["column"] = int(m.group(1)), int(m.group(2))
-            raise InputError("CU007", f"{reader.path}: not valid TOML: {exc}", **detail) from None
+        return PyProject(dict(reader.toml().table))

@@ -14,8 +14,12 @@ Things that bind names a static reader cannot see (``globals()[...] = ...``,
 ``sys.modules[__name__] = ...``, ``exec``) are recorded as ``dynamic`` so that
 rules stay silent rather than guess.
 
-A file that does not parse gives a fact with ``syntax_error`` set (its
-imports are then unknown); only a file that is not text at all is a CU006.
+It is a pass over the member's one parse (``MemberReader.python()``, see
+:mod:`cuaudit.formats.python`).  A file that does not parse gives a fact with
+``syntax_error`` set (its imports are then unknown), from the same error and
+the same empty tree every other extractor sees; the engine's format check
+reports it (CU006).  Only a file that is not text at all makes this extractor
+fail (CU006 too).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Mapping
 
 from cuaudit.facts import Extractor, MemberReader
+from cuaudit.formats.python import PythonModule, parse_python_text
 from cuaudit.model import Member, MemberKind
 
 # -- the facts -------------------------------------------------------------------
@@ -182,7 +187,7 @@ class PythonSourceExtractor(Extractor):
     """Module-level bindings, imports, ``__getattr__``, lazy tables and attribute chains."""
 
     name = "python_source"
-    version = 8
+    version = 9  # 9: a pass over the shared parse; lines split as Python's tokenizer splits them
 
     def applies(self, member: Member) -> bool:
         if member.kind not in (MemberKind.PYTHON, MemberKind.STUB, MemberKind.BUILD) or not member.path.endswith((".py", ".pyi")):
@@ -192,22 +197,23 @@ class PythonSourceExtractor(Extractor):
         return not _IN_PACKAGE_TESTS.search(member.path)
 
     def extract(self, reader: MemberReader) -> PythonSourceFacts:
-        return parse_python_source(reader.text())
+        return python_source_facts(reader.python())
 
 
 def parse_python_source(text: str) -> PythonSourceFacts:
     """The facts of one module's source text (pure; used by tests and the stdlib reader)."""
-    lines = text.splitlines()
-    try:
-        tree = ast.parse(text, type_comments=False)
-    except (SyntaxError, ValueError) as exc:  # ValueError: NUL bytes
-        line = getattr(exc, "lineno", 0) or 0
-        col = getattr(exc, "offset", 0) or 0
-        msg = getattr(exc, "msg", None) or str(exc)
-        return PythonSourceFacts(
-            syntax_error=SyntaxProblem(str(msg), line, col), line_count=len(lines), ends_with_newline=text.endswith("\n")
-        )
-    return _Visitor(lines).run(tree, len(lines), text.endswith(("\n", "\r")) or not text)
+    return python_source_facts(parse_python_text(text))
+
+
+def python_source_facts(module: PythonModule) -> PythonSourceFacts:
+    """The facts of one parsed module."""
+    lines, text = module.lines, module.text
+    ends_nl = text.endswith(("\n", "\r")) or not text
+    if module.error is not None:
+        err = module.error
+        return PythonSourceFacts(syntax_error=SyntaxProblem(err.message, err.line or 0, err.column or 0),
+                                 line_count=len(lines), ends_with_newline=ends_nl)
+    return _Visitor(module).run(module.tree, len(lines), ends_nl)
 
 
 # -- implementation ------------------------------------------------------------------------
@@ -356,8 +362,10 @@ def _chain(node: ast.Attribute) -> tuple[str, tuple[str, ...]] | None:
 
 
 class _Visitor:
-    def __init__(self, lines: list[str]) -> None:
-        self.lines = lines
+    def __init__(self, module: PythonModule) -> None:
+        self.lines = module.lines
+        #: ast columns are UTF-8 byte offsets; Locations and Edits count characters (1-based)
+        self._col = module.column
         self.bindings: list[Binding] = []
         self.imports: list[ImportRecord] = []
         self.chains: list[AttributeChain] = []
@@ -375,13 +383,6 @@ class _Visitor:
         self.platform: list[tuple[str, str, bool]] = []  # enclosing (what, value, must_equal)  # module-level for-loop variable -> its strings
 
     # -- positions -----------------------------------------------------------------
-    def _col(self, line: int, byte_col: int) -> int:
-        """ast columns are UTF-8 byte offsets; Locations and Edits count characters (1-based)."""
-        if 1 <= line <= len(self.lines):
-            text = self.lines[line - 1]
-            return len(text.encode("utf-8")[:byte_col].decode("utf-8", "replace")) + 1
-        return byte_col + 1
-
     def _starts_line(self, node: ast.stmt) -> tuple[bool, str]:
         if not (1 <= node.lineno <= len(self.lines)):
             return False, ""

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from cuaudit.facts import Extractor, MemberReader
+from cuaudit.facts.format_check import format_of
+from cuaudit.formats.python import source_lines
 from cuaudit.model import Member, MemberKind
 
 #: ``ignore`` must end there (``ignore[...]``, a space, the line's end): a
@@ -34,8 +36,13 @@ class Suppressions:
 
 
 def parse_suppressions(text: str) -> Suppressions:
+    return suppressions_in(source_lines(text))
+
+
+def suppressions_in(source: tuple[str, ...]) -> Suppressions:
+    """The suppressions of a text's lines, numbered as findings number them (Python's tokenizer)."""
     lines: dict[int, tuple[str, ...]] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(source, start=1):
         if "cuaudit" not in line.lower():
             continue
         m = _INLINE.search(line)
@@ -49,11 +56,13 @@ class SuppressionExtractor(Extractor):
     """Inline suppression comments of text members (only read where findings are)."""
 
     name = "suppressions"
-    version = 1
+    version = 2  # 2: lines numbered as Python's tokenizer numbers them (a form feed ends no line)
     _TEXT = {MemberKind.PYTHON, MemberKind.STUB, MemberKind.BUILD, MemberKind.CYTHON, MemberKind.CUDA}
 
     def applies(self, member: Member) -> bool:
         return member.kind in self._TEXT
 
     def extract(self, reader: MemberReader) -> Suppressions:
-        return parse_suppressions(reader.text())
+        if format_of(reader.member) == "python":
+            return suppressions_in(reader.python().lines)
+        return parse_suppressions(reader.text())  # CMake, Cython, CUDA: text without a parse of ours

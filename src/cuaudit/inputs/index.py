@@ -80,6 +80,7 @@ def fetch_requirement(spec: str, *, cache_dir: str | None = None, timeout: float
         return None
 
     if (art := found()) is not None:
+        _mark_used(dest)
         return art
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input"]
     errors = []
@@ -107,7 +108,21 @@ def fetch_requirement(spec: str, *, cache_dir: str | None = None, timeout: float
         errors.append(_last_line(sdist.stderr))
     except (OSError, subprocess.TimeoutExpired) as exc:
         errors.append(str(exc))
+    # a failed fetch leaves nothing behind: no partial file, no empty folder
+    from cuaudit.store import remove_leftovers
+
+    remove_leftovers(cache_dir, only=dest, min_age=0)
     return MissingArtifact(spec, "could not be fetched from the package index: " + "; ".join(e for e in errors if e), code="CU010")
+
+
+def _mark_used(dest: str) -> None:
+    """Record the download's last use (least-recently-used pruning of the cache)."""
+    try:
+        with open(os.path.join(dest, ".used"), "a"):
+            pass
+        os.utime(os.path.join(dest, ".used"))
+    except OSError:
+        pass
 
 
 def _last_line(text: str) -> str:

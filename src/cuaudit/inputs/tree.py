@@ -95,7 +95,7 @@ class TreeArtifact(Artifact):
 def _project_name(root: str) -> tuple[str, str]:
     """The project's name and version from pyproject.toml, when it states them."""
     try:
-        import tomllib
+        from cuaudit.compat import tomllib
 
         with open(os.path.join(root, "pyproject.toml"), "rb") as fh:
             project = tomllib.load(fh).get("project", {})

@@ -27,7 +27,7 @@ import zipfile
 from dataclasses import dataclass, field
 
 from cuaudit.facts import InputError
-from cuaudit.facts.elf import DT_NEEDED, DT_NULL, DT_STRTAB, PT_DYNAMIC, PT_LOAD, _Layout
+from cuaudit.formats.elf import DT_NEEDED, DT_NULL, DT_STRTAB, PT_DYNAMIC, PT_LOAD, _Layout
 
 
 @dataclass(frozen=True)
@@ -102,8 +102,42 @@ def _record_hash(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
+#: Marks a repaired wheel in the PEP 427 build-tag slot: pip prefers it over the original of the
+#: same version and tags, and nobody mistakes it for the file the project published.
+BUILD_TAG_SUFFIX = "cuaudit"
+
+
+def _build_tag(old: str | None) -> str:
+    if old and old.endswith(BUILD_TAG_SUFFIX):
+        return old
+    return f"{old or '1'}{BUILD_TAG_SUFFIX}"
+
+
+def repaired_name(filename: str) -> str:
+    """``cupy-13.3.0-cp311-cp311-linux_x86_64.whl`` -> ``cupy-13.3.0-1cuaudit-cp311-cp311-linux_x86_64.whl``."""
+    stem = filename[: -len(".whl")] if filename.endswith(".whl") else filename
+    parts = stem.split("-")
+    if len(parts) == 6:  # name-version-build-py-abi-plat
+        parts[2] = _build_tag(parts[2])
+    elif len(parts) == 5:
+        parts.insert(2, _build_tag(None))
+    else:
+        return filename
+    return "-".join(parts) + ".whl"
+
+
+def with_build_tag(wheel_file: bytes) -> bytes:
+    """The WHEEL metadata with its ``Build:`` line set to the repaired build tag (PEP 427)."""
+    text = wheel_file.decode("utf-8", "replace")
+    old = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.lower().startswith("build:")), None)
+    lines = [line for line in text.splitlines() if not line.lower().startswith("build:")]
+    lines.append(f"Build: {_build_tag(old)}")
+    return ("\n".join(lines) + "\n").encode()
+
+
 def rewrite_wheel(wheel: str, removals: list[Removal], out_dir: str | None, *, dry_run: bool = False) -> RepairResult:
-    """Write ``out_dir/<same name>.whl`` with the removals applied (nothing is written when dry_run)."""
+    """Write the repaired wheel to ``out_dir`` under a build-tagged name (:func:`repaired_name`), with
+    the removals applied and WHEEL's ``Build:`` and RECORD to match (nothing is written when dry_run)."""
     result = RepairResult(wheel, None)
     wanted = {r.member: r for r in removals}
     with zipfile.ZipFile(wheel) as src:
@@ -123,8 +157,11 @@ def rewrite_wheel(wheel: str, removals: list[Removal], out_dir: str | None, *, d
                 result.skipped.append(info.filename)
         if dry_run or not edited:
             return result
+        wheel_name = next((i.filename for i in infos if i.filename.endswith(".dist-info/WHEEL")), None)
+        if wheel_name:
+            edited[wheel_name] = with_build_tag(src.read(wheel_name))
         os.makedirs(out_dir or ".", exist_ok=True)
-        target = os.path.join(out_dir or ".", os.path.basename(wheel))
+        target = os.path.join(out_dir or ".", repaired_name(os.path.basename(wheel)))
         if os.path.abspath(target) == os.path.abspath(wheel):
             raise ValueError(f"refusing to overwrite the input wheel {wheel}; choose another -o DIR")
         record = None

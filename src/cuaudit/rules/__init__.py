@@ -27,7 +27,7 @@ from cuaudit.model import Finding, Fix, Location, Severity
 if TYPE_CHECKING:  # pragma: no cover
     from cuaudit.context import RuleContext
 
-DOC_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "Fix safety")
+DOC_SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "Fix safety", "Options", "References")
 
 FAMILIES = {
     "CU0": "Problems with the input itself",
@@ -74,6 +74,10 @@ class Rule:
     needs: ClassVar[tuple[str, ...]] = ()
     #: rules that only report problems found by inputs/extractors (CU0xx)
     emitted_by_engine: ClassVar[bool] = False
+    #: configuration the rule reads, as "<family>.<option>" or "allow.<list>" (its doc's Options section)
+    options: ClassVar[tuple[str, ...]] = ()
+    #: where the failure it finds is documented (incidents, specifications): its doc's References section
+    references: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -127,8 +131,27 @@ class Rule:
             summary=cls.summary,
             severity=cls.severity,
             family=FAMILIES.get(cls.code[:3], ""),
-            sections=_sections(cls.__doc__ or ""),
+            sections={**_sections(cls.__doc__ or ""), **_declared_sections(cls)},
         )
+
+
+def _declared_sections(cls: type[Rule]) -> dict[str, str]:
+    """Options and References, rendered from what the rule declares as data."""
+    out: dict[str, str] = {}
+    if cls.options:
+        families, lists = family_options(), allow_lists()
+        lines = []
+        for opt in cls.options:
+            table, _, key = opt.partition(".")
+            if table == "allow":
+                lines.append(f"- `[tool.cuaudit.allow] {key}` (list): {lists[key]}")
+            else:
+                spec = families[table][key]
+                lines.append(f"- `[tool.cuaudit.{table}] {key}` ({spec.type.__name__}): {spec.doc}")
+        out["Options"] = "\n".join(lines)
+    if cls.references:
+        out["References"] = "\n".join(f"- <{r}>" for r in cls.references)
+    return out
 
 
 def _sections(doc: str) -> dict[str, str]:
@@ -181,6 +204,36 @@ def by_name_or_code(ident: str) -> type[Rule]:
         if cls.name == ident:
             return cls
     return get(ident)
+
+
+def family_options() -> dict[str, Mapping[str, Any]]:
+    """``[tool.cuaudit.<family>]`` tables: family module name -> its declared ``OPTIONS``."""
+    load_all()
+    import sys
+
+    out: dict[str, Mapping[str, Any]] = {}
+    for name in sorted({cls.__module__ for cls in _REGISTRY.values()}):
+        module = sys.modules[name]
+        out[name.rsplit(".", 1)[-1]] = dict(getattr(module, "OPTIONS", {}))
+    return out
+
+
+def allow_lists() -> dict[str, str]:
+    """``[tool.cuaudit.allow]`` names the families read (``ALLOW_LISTS``: name -> what it holds)."""
+    load_all()
+    import sys
+
+    out: dict[str, str] = {}
+    for name in sorted({cls.__module__ for cls in _REGISTRY.values()}):
+        out.update(getattr(sys.modules[name], "ALLOW_LISTS", {}))
+    return out
+
+
+def validate_config(config: Any) -> None:
+    """Check a configuration against the rules: selectors, family tables, allow-lists (ConfigError)."""
+    from cuaudit.config import validate
+
+    validate(config, codes=[c.code for c in all_rules()], families=family_options(), allow_lists=allow_lists())
 
 
 def matches(code: str, prefixes: Iterable[str]) -> bool:

@@ -42,9 +42,54 @@ def _problems(ctx) -> list[ImportProblem]:
                 if probed is not None:
                     found = probed
             out += found
+        _note_absent_providers(ctx, index)
         return out
 
     return ctx.memo(("capi", "problems"), compute)
+
+
+def _declared_like(ctx, consumer: Provider, top: str) -> tuple[str, list[str]] | None:
+    """The consumer's requirement whose name starts like the provider's package (cuda -> cuda-python)."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    for m in consumer.artifact.members:
+        if m.path.endswith(".dist-info/METADATA") or m.path == "PKG-INFO":
+            texts = getattr(ctx.fact("metadata", consumer.artifact, m.path), "requires_dist", ()) or ()
+            for text in texts:
+                try:
+                    req = Requirement(text)
+                except InvalidRequirement:
+                    continue
+                if req.name.lower().replace("_", "-").startswith(top.lower()):
+                    return req.name, [t for t in texts if t.lower().startswith(req.name.lower())]
+    return None
+
+
+def _note_absent_providers(ctx, index: CapiIndex) -> None:
+    """Say when a consumer's C-API provider is in none of the audited artifacts (`check rmm-cu12==24.12.0`
+    alone): nothing was checked against it, which a bare "No findings" would hide."""
+    noted: set[tuple[int, str]] = set()
+    for consumer in index.consumers():
+        if consumer.facts is None:
+            continue
+        for imp in consumer.facts.imports:
+            top = imp.module.split(".")[0]
+            key = (id(consumer.artifact), top)
+            if key in noted or imp.module == consumer.facts.module or index.providers(imp.module) or index.top_levels.get(top):
+                continue
+            noted.add(key)
+            ref = consumer.artifact.ref
+            name = f"{ref.name}=={ref.version}" if ref.name and ref.version else ref.path
+            declared = _declared_like(ctx, consumer, top)
+            provider = f"{declared[0]}==<version>" if declared else "<provider>==<version>"
+            consumer.artifact.skip(
+                consumer.member,
+                f"C-API provider `{imp.module}` (package `{top}`) is in none of the audited artifacts: CU301-CU303 did "
+                f"not check {ref.name or 'this artifact'}'s Cython imports from it; name the provider too, e.g. "
+                f"`cuaudit check {name} {provider}`, or audit the environment (`--python`)"
+                + (f"; declared: {', '.join(declared[1])}" if declared else ""),
+                "CU301",  # the rule that could not judge these imports
+            )
 
 
 def _probe(ctx, consumer: Provider, index: CapiIndex) -> list[ImportProblem] | None:
@@ -143,31 +188,6 @@ def _names(imps) -> str:
     return text + (f" and {len(names) - 5} more" if len(names) > 5 else "")
 
 
-def _unsupported(ctx) -> Iterable[Finding]:
-    """CU009 for modules whose C-API the static reader read only in part (said, not hidden)."""
-    from cuaudit.rules import get
-
-    if not rules_selected(ctx, "CU009"):
-        return
-    unsupported = get("CU009")
-    for art, member, facts in ctx.facts("cython-capi"):
-        if facts.unresolved:
-            yield unsupported.finding(
-                Location(art.ref, member.path),
-                f"Cython C-API of {facts.module} (Cython {facts.cython or 'unknown'}) read only in part: "
-                + "; ".join(facts.unresolved[:3]),
-                fix=Fix("run with --probe to read the imports by importing the module against stand-ins"),
-                evidence={"notes": list(facts.unresolved)},
-                key="cython-capi",
-            )
-
-
-def rules_selected(ctx, code: str) -> bool:
-    from cuaudit import rules as registry
-
-    return any(c.code == code for c in registry.select(ctx.config.selected, ctx.config.ignored))
-
-
 class CapiRule(Rule):
     needs = NEEDS
 
@@ -213,7 +233,6 @@ class MissingCapiImport(CapiRule):
     severity = Severity.ERROR
 
     def check(self, ctx) -> Iterable[Finding]:
-        yield from _unsupported(ctx)
         for p in _problems(ctx):
             if p.kind not in ("no-module", "no-capi", "missing"):
                 continue

@@ -25,6 +25,11 @@ from cuaudit.model import Applicability, ArtifactKind, Edit, Finding, Fix, Locat
 from cuaudit.analysis.module_tree import ModuleUniverse, Reach, build_universe, public_submodules
 from cuaudit.rules import Rule
 
+#: [tool.cuaudit.allow] lists this family reads
+ALLOW_LISTS = {
+    "submodule-traps": "submodules (globs of dotted names) meant to be imported explicitly, never CU102",
+}
+
 FACTS = "python_source"
 
 
@@ -217,6 +222,8 @@ class SubmoduleNotBound(Rule):
     """
 
     code = "CU101"
+    options = ("allow.submodule-traps",)
+    references = ("https://docs.python.org/3/reference/import.html#submodules",)
     name = "submodule-not-bound"
     summary = "A public submodule is not an attribute of its package after importing the package"
     # Info by default: most packages leave some submodules to be imported explicitly, and a
@@ -290,6 +297,8 @@ class GetattrMissesSubmodule(Rule):
     """
 
     code = "CU102"
+    options = ("allow.submodule-traps",)
+    references = ("https://docs.python.org/3/reference/import.html#submodules",)
     name = "getattr-misses-submodule"
     summary = "A module `__getattr__` raises AttributeError for an importable submodule"
     severity = Severity.WARNING

@@ -26,6 +26,16 @@ from cuaudit.analysis.libraries import CudaCatalog, ld_so_cache, split_soname
 from cuaudit.analysis.loader import Resolution, Resolver
 from cuaudit.model import ArtifactKind, Finding, Fix, Location, Severity
 from cuaudit.rules import Rule
+from cuaudit.config import Option
+
+#: [tool.cuaudit.linkage] options (validated; documented in docs/configuration.md)
+OPTIONS = {
+    "with": Option(list, "wheels or library folders that supply needed libraries: evidence, not audited"),
+}
+#: [tool.cuaudit.allow] lists this family reads
+ALLOW_LISTS = {
+    "preload-libraries": "libraries whose DT_NEEDED entries are their purpose (preload shims), never CU201",
+}
 
 #: Known preload shims: libraries whose job is to be loaded, not to supply symbols.
 #: Not special-cased: users list theirs in [tool.cuaudit.allow] preload-libraries.
@@ -180,6 +190,7 @@ class LinkageRule(Rule):
     """Base of the CU2xx rules (defines no code: not registered)."""
 
     needs = ("elf",)
+    options = ("linkage.with",)
 
 
 def _short(items: list[str], n: int = 5) -> str:
@@ -234,6 +245,8 @@ class UnusedNeededLibrary(LinkageRule):
     """
 
     code = "CU201"
+    options = ("linkage.with", "allow.preload-libraries")
+    references = ("https://sourceware.org/binutils/docs/ld/Options.html",)
     name = "unused-needed-library"
     summary = "A DT_NEEDED library supplies none of the file's symbols (over-linking)"
     severity = Severity.ERROR

@@ -225,18 +225,29 @@ class FusedPythonScalar(_SourceRule):
     import spelling counts (`import cupy as cp; @cp.fuse()`, `from cupy import
     fuse; @fuse`, `k = cupy.fuse(f)`).
 
-    Severity follows the versions in play: **error** when the environment
+    Severity follows the versions in play: **warning** when the environment
     (`--python`) has CuPy 13.0-13.4.0 with NumPy >= 2, or the project's declared
-    requirements admit that pair; **info** when they exclude it (CuPy >= 13.4.1,
-    or NumPy < 2); **warning** when no version is known.
+    requirements admit that pair, and when no version is known; **info** when
+    they exclude it (CuPy >= 13.4.1, or NumPy < 2).
 
     ## Why is this bad?
     CuPy 13.0-13.4.0 checks each scalar operand of a fused ufunc with
     `numpy.can_cast(scalar, dtype)`. NumPy 2 (NEP 50) no longer accepts Python
-    scalars there, so the kernel raises
+    scalars there, so CuPy's first fusion implementation raises
     `TypeError: can_cast() does not support Python ints, floats, and complex`
-    the first time it is called (cupy/cupy#8536, found by cuCIM's test suite).
-    CuPy 13.4.1 fixed the check.
+    (cupy/cupy#8536, found by cuCIM's test suite; CuPy 13.4.1 fixed the check).
+
+    What happens next was measured on an H100 (CuPy 13.3.0 with NumPy 2.0.2,
+    2.2.6 and 2.5.2; `scripts/device/nep50_conditions.py`, docs/promotion.md):
+    the TypeError is raised, with the frames of the public traceback, on every
+    kernel with a Python literal operand (`2.0 * x` included), and
+    `Fusion.__call__` catches it and runs the kernel through CuPy's second
+    fusion implementation. The kernel then works, with NumPy 2's result dtype
+    when its arguments are arrays or NumPy scalars. The TypeError reached the
+    users of cupy/cupy#8536 (CuPy 13.3 builds, NumPy 2.0.1 and later); it was
+    not reproduced here, which is why this is a warning and not an error. A
+    related silent divergence of the same releases, Python scalars passed as
+    kernel arguments, is in `docs/promotion.md`.
 
     ## Example
     ```python
@@ -262,16 +273,18 @@ class FusedPythonScalar(_SourceRule):
     """
 
     code = "CU401"
+    references = ("https://github.com/cupy/cupy/issues/8536", "https://numpy.org/neps/nep-0050-scalar-promotion.html")
     name = "fuse-python-scalar"
-    summary = "A Python scalar operand in a cupy.fuse kernel (TypeError with CuPy 13.0-13.4.0 and NumPy 2)"
-    severity = Severity.ERROR
+    summary = "A Python scalar operand in a cupy.fuse kernel (TypeError inside CuPy 13.0-13.4.0 with NumPy 2)"
+    severity = Severity.WARNING
 
     def check(self, ctx: "RuleContext") -> Iterable[Finding]:
         for art, member, facts in self.facts(ctx):
             if not facts.fused:
                 continue
             verdict = versions_for(ctx, art).fuse_verdict()
-            sev = verdict.severity()
+            # a crash was reported, not reproduced (CuPy 13.3.0 recovered through its fallback on an H100)
+            sev = verdict.severity(admitted=Severity.WARNING)
             for s in facts.fused:
                 edits: tuple[Edit, ...] = ()
                 hint = "pass it to the kernel as an argument"
@@ -282,7 +295,9 @@ class FusedPythonScalar(_SourceRule):
                 yield self.finding(
                     _location(art, member.path, s.span, symbol=s.kernel),
                     f"Python scalar `{s.text}` is an operand ({s.operation}) in cupy.fuse kernel `{s.kernel}`: "
-                    f"CuPy 13.0-13.4.0 raises TypeError on it under NumPy 2; {verdict.evidence}",
+                    f"under NumPy 2, CuPy 13.0-13.4.0's fusion raises TypeError (can_cast) on it, then may fall back to "
+                    f"its second implementation (CuPy 13.3.0 did on an H100; users of cupy#8536 got the TypeError); "
+                    f"{verdict.evidence}",
                     fix=Fix(f"Cast the scalar to the operand's dtype: {hint}; or require cupy>=13.4.1.",
                             edits, Applicability.UNSAFE if edits else Applicability.DISPLAY),
                     evidence={"scalar": s.text, "value": s.value, "kernel": s.kernel, "kernel_line": s.kernel_line,
@@ -412,6 +427,11 @@ class _ChangedRule(_SourceRule):
 
     def check(self, ctx: "RuleContext") -> Iterable[Finding]:
         for art, member, facts in self.facts(ctx):
+            if art.ref.kind is ArtifactKind.INSTALLED:
+                # Installed libraries: only what crashes their users (CU401 fused kernels, CU402
+                # can_cast, CU405 copyto).  Their internal dtype choices (NumPy's own code
+                # exercises every promotion on purpose) are their maintainers' business.
+                continue
             changes = [c for c in facts.changed if c.kind == self.kind]
             if not changes:
                 continue

@@ -44,9 +44,15 @@ def pytest_configure(config: Any) -> None:
 
     runtime.install_builtins()
     original = assertion_rewrite.rewrite_asserts
+    include = [os.path.abspath(d) for d in config.getoption("cuaudit_trace_include")] or [str(config.rootpath)]
+    finder = TracedFinder(include)
 
     def rewrite_asserts(mod: Any, source: bytes, module_path: Any = None, config: Any = None) -> None:
         original(mod, source, module_path, config)
+        # pytest also rewrites the modules of plugins installed from entry points
+        # (hypothesis's): only the project's own modules are traced
+        if module_path is None or not finder.wanted(str(module_path)):
+            return
         text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
         rewrite(mod, str(module_path), text, runtime.SITES)
 
@@ -54,8 +60,6 @@ def pytest_configure(config: Any) -> None:
     _state["restore"] = (assertion_rewrite, original, assertion_rewrite._read_pyc, sys.dont_write_bytecode)
     assertion_rewrite._read_pyc = lambda *a, **k: None  # never reuse (or write) traced bytecode
     sys.dont_write_bytecode = True
-    include = [os.path.abspath(d) for d in config.getoption("cuaudit_trace_include")] or [str(config.rootpath)]
-    finder = TracedFinder(include)
     # after pytest's own hook: it keeps the test modules, cuaudit takes the rest
     from _pytest.assertion.rewrite import AssertionRewritingHook
 

@@ -174,8 +174,15 @@ def _as_expression(node: ast.expr) -> ast.expr:
 
 def rewrite(tree: ast.Module, filename: str, source: str, sites: list[Site]) -> ast.Module:
     """Rewrite a parsed module in place (sites are appended to ``sites``)."""
-    tree = _Rewriter(filename, source, sites).visit(tree)
-    return ast.fix_missing_locations(tree)
+    tree = ast.fix_missing_locations(_Rewriter(filename, source, sites).visit(tree))
+    # Nodes made by another rewriter before this one (pytest's assertion rewriting) may
+    # carry a start but no end; fix_missing_locations then gives them an end before
+    # their start, which compile() refuses ("AST node line range (18, 1) is not valid").
+    for node in ast.walk(tree):
+        end = getattr(node, "end_lineno", None)
+        if end is not None and end < node.lineno:  # type: ignore[attr-defined]
+            node.end_lineno, node.end_col_offset = node.lineno, node.col_offset  # type: ignore[attr-defined]
+    return tree
 
 
 def compile_traced(source: str, filename: str, sites: list[Site]):

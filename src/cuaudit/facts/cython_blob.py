@@ -19,6 +19,10 @@ code: after ``PyImport_ImportModule("m")`` the helper loop loads the
 constant from the module state's string table (``mov reg, [rip+X]``), slot
 ``X = base + 8*k`` for the constant's position ``k``; one ``base`` explains
 every import site.
+
+Type imports and any name still passed as a plain string are read by
+:mod:`cuaudit.facts.cython_tables`; the code is read through
+:mod:`cuaudit.facts.cython_code`.
 """
 
 from __future__ import annotations
@@ -28,9 +32,8 @@ import struct
 import zlib
 from collections import Counter
 
-from cuaudit.facts.cython import (
-    CallSite, CExport, CImport, _IDENT, _Image, _call_sites, _export_helpers, _read_imports, _scan_runs,
-)
+from cuaudit.facts.cython_code import CallSite, CExport, CImport, _call_sites, _IDENT, _Image, _scan_runs
+from cuaudit.facts.cython_tables import _export_helpers, _read_imports
 
 _ACC = {"al": 8, "ax": 16, "eax": 32}
 _STACK = re.compile(r"^(byte|word|dword) ptr \[rsp(?: \+ (0x[0-9a-f]+|\d+))?\], (al|ax|eax|0x[0-9a-f]+|\d+)$")

@@ -1,0 +1,474 @@
+"""What both Cython C-API readers share: the x86-64 view of the image, call sites, register tracking.
+
+:mod:`cuaudit.facts.cython_tables` (Cython up to 3.1: names and signatures
+as plain C strings at the call sites) and :mod:`cuaudit.facts.cython_blob`
+(Cython 3.2+: one compressed string table) both read a module's code through
+this module; the ELF itself is read by :mod:`cuaudit.formats.elf` alone.
+The records they produce (:class:`CExport`, :class:`CImport`,
+:class:`TypeImport`, :class:`TypeDef`) are defined here and re-exported by
+:mod:`cuaudit.facts.cython`.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass, field
+
+from cuaudit.formats.elf import EM_X86_64, ElfImage
+from cuaudit.model import InputError
+
+# -- facts ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, order=True)
+class CExport:
+    """One entry of a module's ``__pyx_capi__``: name -> capsule signature."""
+
+    name: str
+    signature: str
+    kind: str = "function"  # or "variable"
+
+
+@dataclass(frozen=True, order=True)
+class CImport:
+    """A C function or variable a module imports from another module's ``__pyx_capi__``."""
+
+    module: str
+    name: str
+    signature: str
+    kind: str = "function"
+
+
+@dataclass(frozen=True, order=True)
+class TypeImport:
+    """An extension type a module imports (``__Pyx_ImportType``) and the struct size it expects."""
+
+    module: str
+    name: str
+    size: int | None
+    #: what a size mismatch does at import: "error", "warn", "ignore", or "" when unknown
+    check_size: str = ""
+
+
+@dataclass(frozen=True, order=True)
+class TypeDef:
+    """An extension type a module defines, and its ``tp_basicsize`` when readable."""
+
+    name: str  # qualified: "rmm.pylibrmm.device_buffer.DeviceBuffer"
+    size: int | None
+
+
+CHECK_SIZE = {0: "error", 1: "warn", 2: "ignore"}
+
+# -- the x86-64 view of the member's ELF image ----------------------------------------
+
+
+class _Image:
+    """What the call-site readers need of one x86-64 ELF image: its bytes, sections, PLT/GOT slots.
+
+    A view over :class:`cuaudit.formats.elf.ElfImage` (the member's one image):
+    sections, address translation and ``.eh_frame_hdr`` come from it; what is
+    specific to x86-64 code (PLT stubs, GOT slots, ``R_X86_64_*`` relocations)
+    is read here.  Anything but 64-bit little-endian x86-64 is CU009.
+    """
+
+    def __init__(self, elf: ElfImage) -> None:
+        path = elf.path
+        if elf.elf_class != 64 or not elf.little_endian:
+            raise InputError("CU009", f"{path}: 32-bit or big-endian ELF is not analysed for Cython C-API (x86-64 only)")
+        if elf.machine != EM_X86_64:
+            raise InputError(
+                "CU009",
+                f"{path}: ELF machine {elf.machine} is not analysed for Cython C-API imports (x86-64 only)",
+                machine=elf.machine,
+            )
+        self.elf = elf
+        self.path = path
+        data = elf.whole()
+        self.data = data if isinstance(data, bytes) else bytes(data)
+        elf.sections()  # a section table that does not parse is CU005 here, before any code is read
+
+    def offset(self, vaddr: int) -> int | None:
+        return self.elf.offset_of(vaddr)
+
+    def cstr(self, vaddr: int, limit: int = 8192) -> str | None:
+        off = self.offset(vaddr)
+        if off is None:
+            return None
+        end = self.data.find(b"\0", off, off + limit)
+        if end < 0:
+            return None
+        try:
+            return self.data[off:end].decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+
+    def section(self, name: str) -> tuple[int, int, int] | None:
+        """(addr, offset, size) of a section."""
+        s = self.elf.section(name)
+        return (s.addr, s.offset, s.size) if s else None
+
+    def section_bytes(self, name: str) -> tuple[int, bytes]:
+        s = self.elf.section(name)
+        if not s or s.size == 0:
+            return 0, b""
+        return s.addr, self.elf.section_bytes(s)
+
+    def in_section(self, vaddr: int, *names: str) -> bool:
+        for n in names:
+            s = self.section(n)
+            if s and s[0] <= vaddr < s[0] + s[2]:
+                return True
+        return False
+
+    def function_starts(self) -> list[int]:
+        return self.elf.function_starts()
+
+    def _relocations(self, name: str) -> list[tuple[int, int, int]]:
+        _addr, data = self.section_bytes(name)
+        return list(struct.iter_unpack("<QQq", data[: len(data) - len(data) % 24]))
+
+    def imported_functions(self, wanted: frozenset[str]) -> dict[str, tuple[set[int], set[int]]]:
+        """name -> (PLT stub addresses, GOT slots) for the wanted dynamic symbols."""
+        cached = self.__dict__.get("_imported")
+        if cached is not None and cached[0] == wanted:
+            return cached[1]
+        self._imported = (wanted, self._imported_functions(wanted))
+        return self._imported[1]
+
+    def _imported_functions(self, wanted: frozenset[str]) -> dict[str, tuple[set[int], set[int]]]:
+        names = self.elf.dynsym_names()
+        slots: dict[int, str] = {}
+        for rel in (".rela.plt", ".rela.dyn"):
+            for r_offset, r_info, _add in self._relocations(rel):
+                rtype, sym = r_info & 0xFFFFFFFF, r_info >> 32
+                if rtype in (6, 7) and 0 < sym < len(names) and names[sym] in wanted:  # GLOB_DAT, JUMP_SLOT
+                    slots[r_offset] = names[sym]
+        out: dict[str, tuple[set[int], set[int]]] = {n: (set(), set()) for n in wanted}
+        for slot, name in slots.items():
+            out[name][1].add(slot)
+        for sec in (".plt", ".plt.sec", ".plt.got"):
+            addr, blob = self.section_bytes(sec)
+            for m in re.finditer(rb"\xff\x25", blob):
+                p = m.start()
+                if p + 6 > len(blob):
+                    continue
+                (disp,) = struct.unpack_from("<i", blob, p + 2)
+                target = addr + p + 6 + disp
+                name = slots.get(target)
+                if name:
+                    stub = addr + p - (p % 16 if sec != ".plt.got" else p % 8)
+                    out[name][0].add(stub)
+        return out
+
+    def rela_relative(self) -> dict[int, int]:
+        """R_X86_64_RELATIVE relocations: address -> value (for pointers in initialised data)."""
+        cached = self.__dict__.get("_relative")
+        if cached is None:
+            cached = self._relative = {r_offset: addend for r_offset, r_info, addend in self._relocations(".rela.dyn")
+                                       if r_info & 0xFFFFFFFF == 8}
+        return cached
+
+
+# -- call sites and argument registers ------------------------------------------------------
+
+_REG64 = {
+    "edi": "rdi", "esi": "rsi", "edx": "rdx", "ecx": "rcx", "eax": "rax", "ebx": "rbx", "ebp": "rbp",
+    "r8d": "r8", "r9d": "r9", "r10d": "r10", "r11d": "r11", "r12d": "r12", "r13d": "r13", "r14d": "r14", "r15d": "r15",
+}
+_TRACKED = {"rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "r8", "r9", "r10", "r11", "r12", "r13", "r14", "r15"}
+_CLOBBERED = ("rax", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11")
+_NO_WRITE = {"test", "cmp", "push", "bt", "ret", "call", "nop", "endbr64", "leave", "hlt", "ud2", "int3"}
+_RIP = re.compile(r"\[rip ([+-]) (0x[0-9a-f]+|\d+)\]")
+_BASE_DISP = re.compile(r"^(?:qword ptr )?\[(\w+)(?: \+ (0x[0-9a-f]+|\d+))?\]$")
+
+
+def _reg(name: str) -> str | None:
+    name = name.strip()
+    name = _REG64.get(name, name)
+    return name if name in _TRACKED else None
+
+
+@dataclass
+class CallSite:
+    address: int
+    target: int  # call rel32 target, or -slot for call [rip+slot]
+    args: dict = field(default_factory=dict)  # register -> value
+
+
+class _Tracker:
+    """A linear pass over x86-64 code tracking what each register holds.
+
+    Values: ("addr", vaddr) for a rip-relative ``lea``; ("imm", n); ("mem", vaddr)
+    for a rip-relative load; ("ret", target) for a call's result; ("module", name)
+    for the result of ``PyImport_ImportModule(name)``.
+    """
+
+    def __init__(self, image: _Image) -> None:
+        import capstone
+
+        self.cs = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+        self.cs.skipdata = True
+        self.image = image
+        taddr, toff, tsize = image.section(".text") or (0, 0, 0)
+        self.text = (taddr, toff, tsize)
+        self._starts: list[int] | None = None
+        #: back-edge targets whose state should also be merged when reached by fall-through
+        #: (loops rotated with their entry block placed after the function's hot path)
+        self._loop_heads: set[int] = set()
+
+    def code(self, start: int, end: int) -> bytes:
+        taddr, toff, tsize = self.text
+        start = max(start, taddr)
+        end = min(end, taddr + tsize)
+        return bytes(self.image.data[toff + start - taddr : toff + end - taddr])
+
+    def aligned_start(self, address: int, back: int) -> int:
+        """An address at most ``back`` bytes before ``address`` from which decoding lands on it."""
+        import bisect
+
+        taddr = self.text[0]
+        if self._starts is None:
+            self._starts = self.image.function_starts()
+        i = bisect.bisect_right(self._starts, address) - 1
+        if i >= 0 and address - back <= self._starts[i] <= address:
+            return self._starts[i]  # a function start is an instruction boundary
+        for delta in range(back, max(back - 24, 0), -1):
+            start = max(taddr, address - delta)
+            blob = self.code(start, address + 16)
+            pos = start
+            for a, size, _m, _o in self.cs.disasm_lite(blob, start):
+                if a >= address:
+                    pos = a
+                    break
+            if pos == address:
+                return start
+        return address
+
+    def run(self, start: int, end: int, on_call, regs: dict | None = None, on_load=None) -> dict:
+        back: dict[int, dict] = {}
+        arrivals: set[int] = set()
+        out = self._run(start, end, on_call, regs, on_load, back, arrivals, {})
+        # A loop entered by a jump to its condition: its body is reached only by the
+        # back edge; decode again with the state that edge carries (a chain of such
+        # jumps needs one more pass per link).
+        for _ in range(3 if self._loop_heads else 1):
+            seeds = {a: back[a] for a in back if a in arrivals or self._loop_heads}
+            if not seeds:
+                break
+            back, arrivals = {}, set()
+            out = self._run(start, end, on_call, regs, on_load, back, arrivals, seeds)
+        return out
+
+    def _run(self, start, end, on_call, regs, on_load, back, arrivals, seeds) -> dict:
+        regs = dict(regs or {})
+        blob = self.code(start, end)
+        # Forward branches carry their state to their target; after an unconditional
+        # jump the next instruction is reached only through such a branch (error
+        # blocks sit between the import calls and load registers of their own).
+        pending: dict[int, dict] = {}
+        dead = False
+        for address, size, mnem, ops in self.cs.disasm_lite(blob, start):
+            nxt = address + size
+            if address in pending:
+                other = pending.pop(address)
+                # At a join, the state the jump brings wins: what we need is the first
+                # iteration of the helper loops, entered by a jump to their condition.
+                regs = dict(other) if dead else {**regs, **other}
+                dead = False
+            elif dead:
+                if address in seeds:
+                    regs = dict(seeds[address])
+                arrivals.add(address)
+                dead = False
+            elif address in seeds:
+                regs = {**regs, **seeds[address]}
+            if mnem[0] == "j":
+                if ops.startswith("0x"):
+                    target = int(ops, 16)
+                    if target > address:
+                        prev = pending.get(target)
+                        pending[target] = dict(regs) if prev is None else {k: v for k, v in prev.items() if regs.get(k) == v}
+                    elif target >= start:
+                        back.setdefault(target, dict(regs))
+                if mnem == "jmp":
+                    dead = True
+                continue
+            if mnem == "ret":
+                dead = True
+                continue
+            if mnem == "call":
+                target = None
+                if ops.startswith("0x"):
+                    target = int(ops, 16)
+                else:
+                    m = _RIP.search(ops)
+                    if m:
+                        disp = int(m.group(2), 16 if m.group(2).startswith("0x") else 10)
+                        target = -(nxt + (disp if m.group(1) == "+" else -disp))
+                result = on_call(CallSite(address, target if target is not None else 0, regs))
+                for r in _CLOBBERED:
+                    regs.pop(r, None)
+                if result is not None:
+                    regs["rax"] = result
+                elif target is not None:
+                    regs["rax"] = ("ret", target)
+                continue
+            if mnem in _NO_WRITE or mnem.startswith("j") or mnem.startswith("cmov") and False:
+                continue
+            dst, _, src = ops.partition(", ")
+            rd = _reg(dst)
+            if rd is None:
+                # spills: a value kept in the frame (qword [rsp + off]) for later
+                if mnem == "mov" and dst.startswith("qword ptr [rsp"):
+                    m = _BASE_DISP.match(dst)
+                    if m:
+                        slot = f"[rsp+{int(m.group(2), 0) if m.group(2) else 0}]"
+                        rs = _reg(src)
+                        if rs is not None and rs in regs:
+                            regs[slot] = regs[rs]
+                        else:
+                            regs.pop(slot, None)
+                continue
+            if mnem == "mov" and src.startswith("qword ptr [rsp"):
+                m = _BASE_DISP.match(src)
+                slot = f"[rsp+{int(m.group(2), 0) if m.group(2) else 0}]" if m else None
+                if slot and slot in regs:
+                    regs[rd] = regs[slot]
+                else:
+                    regs.pop(rd, None)
+                continue
+            if mnem == "lea":
+                m = _RIP.search(src)
+                if m:
+                    disp = int(m.group(2), 16 if m.group(2).startswith("0x") else 10)
+                    regs[rd] = ("addr", nxt + (disp if m.group(1) == "+" else -disp))
+                else:
+                    # lea r, [r2 + imm] over a loaded object: a pointer into it (Cython 3.2's
+                    # PyBytes_AS_STRING(table) + offset)
+                    m2 = _BASE_DISP.match(src)
+                    base = regs.get(_reg(m2.group(1)) or "") if m2 else None
+                    if base and base[0] in ("mem", "memoff"):
+                        off = int(m2.group(2), 0) if m2.group(2) else 0
+                        regs[rd] = ("memoff", base[1], (base[2] if base[0] == "memoff" else 0) + off)
+                    else:
+                        regs.pop(rd, None)
+            elif mnem in ("mov", "movabs"):
+                rs = _reg(src)
+                if rs is not None:
+                    if rs in regs:
+                        regs[rd] = regs[rs]
+                    else:
+                        regs.pop(rd, None)
+                elif src.startswith("0x") or src.isdigit() or src.startswith("-"):
+                    try:
+                        regs[rd] = ("imm", int(src, 0))
+                    except ValueError:
+                        regs.pop(rd, None)
+                else:
+                    m = _RIP.search(src)
+                    if m and src.startswith("qword"):
+                        disp = int(m.group(2), 16 if m.group(2).startswith("0x") else 10)
+                        regs[rd] = ("mem", nxt + (disp if m.group(1) == "+" else -disp))
+                        if on_load is not None:
+                            on_load(regs[rd][1])
+                    else:
+                        regs.pop(rd, None)
+            elif mnem == "xor" and _reg(src) == rd:
+                regs[rd] = ("imm", 0)
+            elif mnem == "add" and rd in regs and regs[rd][0] in ("mem", "memoff") and src.startswith("0x"):
+                cur = regs[rd]
+                regs[rd] = ("memoff", cur[1], (cur[2] if cur[0] == "memoff" else 0) + int(src, 16))
+            else:
+                regs.pop(rd, None)
+        return regs
+
+
+def _scan_calls(image: _Image, targets: set[int], slots: set[int]) -> dict[int, list[int]]:
+    """target (or -slot) -> sites of ``call rel32`` / ``call [rip+slot]`` to the given ones, in .text."""
+    taddr, toff, tsize = image.section(".text") or (0, 0, 0)
+    text = image.__dict__.get("_text")
+    if text is None:
+        text = image.data[toff : toff + tsize]
+        image._text = text = text if isinstance(text, bytes) else bytes(text)
+    out: dict[int, list[int]] = {}
+    unpack = struct.unpack_from
+    find = text.find
+    if targets:
+        lo, hi = min(targets), max(targets)
+        p = find(b"\xe8")
+        limit = tsize - 5
+        while 0 <= p <= limit:
+            t = taddr + p + 5 + unpack("<i", text, p + 1)[0]
+            if lo <= t <= hi and t in targets:
+                out.setdefault(t, []).append(taddr + p)
+            p = find(b"\xe8", p + 1)
+    if slots:
+        p = find(b"\xff\x15")
+        while 0 <= p <= tsize - 6:
+            slot = taddr + p + 6 + unpack("<i", text, p + 2)[0]
+            if slot in slots:
+                out.setdefault(-slot, []).append(taddr + p)
+            p = find(b"\xff\x15", p + 1)
+    return out
+
+
+def _prime_calls(image: _Image, imported: dict) -> None:
+    """One scan for the call sites of every imported function we look at."""
+    targets = {t for stubs, _slots in imported.values() for t in stubs}
+    slots = {s for _stubs, sl in imported.values() for s in sl}
+    image._known_calls = (targets, slots, _scan_calls(image, targets, slots))
+
+
+def _call_sites(image: _Image, targets: set[int], slots: set[int]) -> list[int]:
+    """Addresses of ``call rel32`` to one of ``targets`` and ``call [rip+slot]`` in .text."""
+    known = image.__dict__.get("_known_calls")
+    if known is not None and targets <= known[0] and slots <= known[1]:
+        found = known[2]
+    else:
+        found = _scan_calls(image, targets, slots)
+    out = [a for t in targets for a in found.get(t, ())]
+    out += [a for s in slots for a in found.get(-s, ())]
+    return sorted(out)
+
+
+def _scan_runs(
+    tracker: "_Tracker", sites: list[int], on_call, gap: int = 8192, tail: int = 4096, on_load=None, back: int = 96
+) -> None:
+    """Decode the code around ``sites`` in linear passes, one per cluster of nearby sites."""
+    runs: list[list[int]] = []
+    for s in sites:
+        if runs and s - runs[-1][-1] < gap:
+            runs[-1].append(s)
+        else:
+            runs.append([s])
+    for run in runs:
+        tracker.run(tracker.aligned_start(run[0], back), run[-1] + tail, on_call, on_load=on_load)
+
+
+#: the imported functions whose call sites the readers look at
+_IMPORTED = frozenset({
+    "PyImport_ImportModule", "PyCapsule_New", "PyDict_SetItemString", "PyDict_SetItem", "PyErr_Format",
+    "PyErr_WarnFormat", "PyOS_snprintf", "PyMemoryView_FromMemory", "PyBytes_FromStringAndSize",
+    "PyDict_GetItemString",
+})
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _looks_like_signature(text: str) -> bool:
+    return bool(text) and "\n" not in text and len(text) < 4096
+
+
+def _str(image: _Image, value) -> str | None:
+    if value and value[0] == "addr":
+        return image.cstr(value[1])
+    return None
+
+
+def _function_of(image: _Image, address: int) -> int | None:
+    import bisect
+
+    starts = image.function_starts()
+    i = bisect.bisect_right(starts, address) - 1
+    return starts[i] if i >= 0 else None

@@ -1,0 +1,92 @@
+"""``cuaudit cache``: sizes and entries, clean, the size cap (least recently used first), no fetch leftovers."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from conftest import make_wheel
+from cuaudit.store import FactStore, cache_usage, prune, remove_leftovers
+
+
+def _facts(cache, n: int, size: int, used: int) -> list[str]:
+    store = FactStore(str(cache))
+    keys = [f"k{used}-{i}" for i in range(n)]
+    store.put_many([(k, os.urandom(size)) for k in keys])
+    db = store._conn()
+    db.executemany("UPDATE facts SET used = ? WHERE key = ?", [(used, k) for k in keys])
+    store.close()
+    return keys
+
+
+def test_info_and_clean(cli, tmp_path):
+    cache = tmp_path / "c"
+    _facts(cache, 3, 1000, 1)
+    (cache / "downloads" / "demo-1.0").mkdir(parents=True)
+    make_wheel(cache / "downloads" / "demo-1.0", "demo", "1.0", {"demo/__init__.py": "x = 1\n" * 1000})
+    rc, out, _ = cli("cache", "info", "--cache-dir", cache, "--format", "json", "--isolated")
+    doc = json.loads(out)
+    assert rc == 0 and doc["facts"]["entries"] == 3 and doc["downloads"]["entries"] == 1
+    assert doc["facts"]["bytes"] > 3000 and doc["downloads"]["bytes"] > 0
+    rc, out, _ = cli("cache", "clean", "--downloads", "--cache-dir", cache, "--isolated")
+    assert rc == 0 and cache_usage(str(cache)).downloads_entries == 0 and cache_usage(str(cache)).facts_entries == 3
+    rc, out, _ = cli("cache", "clean", "--cache-dir", cache, "--isolated")
+    assert cache_usage(str(cache)).total_bytes == 0
+
+
+def test_prune_drops_least_recently_used_first(tmp_path):
+    cache = tmp_path / "c"
+    old = _facts(cache, 20, 50_000, used=100)
+    new = _facts(cache, 20, 50_000, used=int(time.time()))
+    before = cache_usage(str(cache)).total_bytes
+    freed = prune(str(cache), before - 500_000)
+    assert freed >= 500_000
+    assert cache_usage(str(cache)).total_bytes <= before - 500_000
+    left = FactStore(str(cache)).get_many(old + new)
+    assert set(new) <= set(left)  # the recently used survive
+    assert len(set(old) & set(left)) < len(old)
+
+
+def test_reading_a_fact_marks_it_used(tmp_path):
+    cache = tmp_path / "c"
+    (key,) = _facts(cache, 1, 10, used=5)
+    FactStore(str(cache)).get_many([key])
+    store = FactStore(str(cache))
+    (used,) = store._conn().execute("SELECT used FROM facts WHERE key = ?", (key,)).fetchone()
+    assert used > 5
+
+
+def test_failed_fetch_leaves_no_folder(tmp_path, monkeypatch):
+    import subprocess
+
+    from cuaudit.inputs import index
+
+    class Failed:
+        returncode, stdout, stderr = 1, "", "ERROR: No matching distribution found for nosuch==1.0"
+
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: Failed())
+    art = index.fetch_requirement("nosuch==1.0", cache_dir=str(tmp_path))
+    assert art.problems and art.problems[0].code == "CU010"
+    assert os.listdir(tmp_path / "downloads") == []
+
+
+def test_old_partial_files_are_swept(tmp_path):
+    folder = tmp_path / "downloads" / "x-1.0"
+    (folder / ".part-abc").mkdir(parents=True)
+    (folder / "x.whl.part").write_bytes(b"half")
+    past = time.time() - 7200
+    for p in (folder / ".part-abc", folder / "x.whl.part"):
+        os.utime(p, (past, past))
+    assert remove_leftovers(str(tmp_path)) == 3
+    assert not folder.exists()
+
+
+def test_cap_is_configurable(cli, tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.cuaudit]\ncache-max-size = "1MB"\n')
+    rc, out, _ = cli("cache", "info", "--config", tmp_path / "pyproject.toml", "--cache-dir", tmp_path / "c",
+                     "--format", "json")
+    assert json.loads(out)["max_size_bytes"] == 1024**2
+    (tmp_path / "pyproject.toml").write_text('[tool.cuaudit]\ncache-max-size = "lots"\n')
+    rc, _out, err = cli("cache", "info", "--config", tmp_path / "pyproject.toml")
+    assert rc == 2 and "cache-max-size" in err
