@@ -227,3 +227,14 @@ def test_code_reaching_through_a_shadowed_name(tree_factory):
     found = [f for f in report.findings if f.code == "CU104"]
     assert [(f.location.member, f.location.line) for f in found] == [("user.py", 2)]
     assert "from sh.series import gruntz" in found[0].fix.description and not found[0].fix.edits
+
+
+def test_a_computed_import_at_import_time_makes_its_package_unknown(tree_factory):
+    root = tree_factory({
+        "cp/__init__.py": "from . import helper\n",
+        "cp/helper.py": "import importlib\nfor n in ('late',):\n    importlib.import_module('cp.' + n)\n",
+        "cp/late.py": "", "cp/other.py": "",
+        "cp/sub/__init__.py": "", "cp/sub/deep.py": "",
+    })
+    # cp.late and cp.other may be what the loop imports: no claim; cp.sub is no module of cp.helper's package level
+    assert keys(run([root]), "CU101") == ["cp.sub.deep"]

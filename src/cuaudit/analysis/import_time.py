@@ -244,8 +244,7 @@ class ImportTimeModel:
             self._add(out, mods, t)
         elif e.kind == "dynamic-import":
             if not e.module:
-                if depth > 0:  # a computed import at module level itself is python_source's `dynamic`
-                    out.opaque = out.opaque or f"{module}:{e.line} imports a computed module name"
+                out.opaque = out.opaque or f"{module}:{e.line} imports a computed module name"
                 return
             target = e.module
             if target.startswith("."):
@@ -337,13 +336,16 @@ class ImportTimeModel:
         return None
 
     def named_modules(self, module: str) -> frozenset[str]:
-        """Modules of ``module``'s package named as literal arguments of the calls its top level
-        makes (decorators included): what a registry filled at import time may preload."""
+        """Modules of ``module``'s package named as literal arguments of its calls (decorators
+        included): what a registry filled at import time may import."""
         key = ("named", module)
         if key not in self._runs:
             prog = self.program_for(module)
             top = module.split(".")[0] + "."
-            calls = [e for e in prog.effects if e.kind == "call"] if prog is not None else []
+            # calls in its functions too: one of them may run at import (a parser built from
+            # tables named by module, ply's `tabmodule="astropy.units.format.generic_parsetab"`)
+            effects = [*prog.effects, *(e for f in prog.functions for e in f.effects)] if prog is not None else []
+            calls = [e for e in effects if e.kind == "call"]
             self._runs[key] = frozenset(a for e in calls for a in e.args if a.startswith(top) and self.universe.exists(a))
         return self._runs[key]
 

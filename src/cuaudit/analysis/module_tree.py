@@ -684,6 +684,10 @@ class ModuleUniverse:
                 return Reach("unknown", either)
             if full in maybe:
                 return Reach("unknown", f"{full} is imported only in one case (either way: {maybe[full]})")
+            # a computed import in a module of this very package may import any of its modules
+            where_opaque = opaque.split(":")[0]
+            if opaque and where_opaque.rpartition(".")[0] == parent:
+                return Reach("unknown", f"unknown: {opaque} while {parent} is imported")
         if entry is None:
             return Reach("unknown", f"{parent} is not known")
         where = entry.display

@@ -143,7 +143,7 @@ class ImportTimeExtractor(Extractor):
     """The import-time program of a Python module (order, conditions, calls, swaps)."""
 
     name = "import_time"
-    version = 2
+    version = 3
 
     def applies(self, member: Member) -> bool:
         return member.kind in (MemberKind.PYTHON, MemberKind.BUILD) and member.path.endswith(".py")
@@ -319,6 +319,12 @@ class _Reader:
             for item in node.body:
                 if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     self.functions.append(self.function(item, f"{node.name}.{item.name}"))
+                    # a class body runs at import: its methods' decorators are called then
+                    # (sqlalchemy's `@util.preload_module("sqlalchemy.engine.default")`)
+                    for d in item.decorator_list:
+                        self.effects.extend(_calls_in(d, conds))
+                elif isinstance(item, (ast.Assign, ast.AnnAssign, ast.Expr)) and item.value is not None:
+                    self.effects.extend(_calls_in(item.value, conds))
             self.bind(node.name, line, conds)
         elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
