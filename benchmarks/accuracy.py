@@ -3,7 +3,8 @@
 
     python benchmarks/accuracy.py setup                  # the pinned venv (PyPI, exact pins)
     python benchmarks/accuracy.py run --set tune         # the set the model was tuned on
-    python benchmarks/accuracy.py run --set heldout      # the set it was not tuned on
+    python benchmarks/accuracy.py run --set heldout      # a second set (read once while tuning)
+    python benchmarks/accuracy.py run --set fresh        # never looked at while tuning (its own venv)
     python benchmarks/accuracy.py run --write-results    # both, and a section of RESULTS.md
     python benchmarks/accuracy.py code                   # user scripts: cuaudit vs pyright, ty, mypy
     python benchmarks/accuracy.py --quick                # fixture packages built here (CI)
@@ -62,8 +63,10 @@ TUNE = (
     "tornado xarray statsmodels seaborn dask cloudpickle msgpack protobuf fonttools contourpy mpmath "
     "pydantic-core charset-normalizer idna certifi"
 ).split()
-#: never looked at while tuning the model: the second measurement
+#: a second set installed with the first; its mistakes were read once, half-way through tuning
 HELDOUT = "astropy scikit-image shapely botocore aiohttp sphinx openpyxl nltk numexpr yarl multidict".split()
+#: never looked at while tuning: installed in its own venv and measured once, at the end
+FRESH = "ipython traitlets prompt-toolkit zarr numcodecs imageio tifffile pywavelets regex tabulate jsonschema pendulum marshmallow".split()
 
 
 def norm(name: str) -> str:
@@ -225,44 +228,64 @@ def mistakes(s: Score, limit: int) -> list[str]:
 # -- the pinned environment -----------------------------------------------------------------
 
 
-def venv_python() -> str:
-    return str(VENV / "bin" / "python")
+#: set -> (venv, pins file, distributions)
+SETS = {
+    "tune": (VENV, PINS, TUNE),
+    "heldout": (VENV, PINS, HELDOUT),
+    "fresh": (CACHE / "accuracy-venv-fresh", BENCH / "accuracy_pins_fresh.txt", FRESH),
+}
 
 
-def pins() -> list[str]:
-    return [ln.strip() for ln in PINS.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+def venv_python(name: str = "tune") -> str:
+    return str(SETS[name][0] / "bin" / "python")
 
 
-def pins_hash() -> str:
-    return hashlib.sha256("\n".join(sorted(pins())).encode()).hexdigest()[:12]
+def pins(name: str = "tune") -> list[str]:
+    return [ln.strip() for ln in SETS[name][1].read_text().splitlines() if ln.strip() and not ln.startswith("#")]
 
 
-def setup() -> int:
-    if not (VENV / "bin" / "python").exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-    return subprocess.run([venv_python(), "-m", "pip", "install", "-q", "--no-deps", *pins()]).returncode
+def pins_hash(name: str = "tune") -> str:
+    return hashlib.sha256("\n".join(sorted(pins(name))).encode()).hexdigest()[:12]
+
+
+def setup(names: list[str]) -> int:
+    rc = 0
+    for name in names:
+        venv = SETS[name][0]
+        if not (venv / "bin" / "python").exists():
+            subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        rc |= subprocess.run([venv_python(name), "-m", "pip", "install", "-q", "--no-deps", *pins(name)]).returncode
+    return rc
 
 
 def env_sys_path(python: str) -> list[str]:
     from cuaudit.inputs.environment import load_environment
 
-    return list(load_environment(python).info.sys_path)
+    # this checkout's src/ leaks in through PYTHONPATH when the benchmark itself runs from it
+    return [p for p in load_environment(python).info.sys_path if not p.startswith(str(REPO))]
 
 
 def run_sets(sets: list[str], *, limit: int, timeout: float) -> dict[str, tuple[Score, int]]:
-    python = venv_python()
-    chosen = {"tune": TUNE, "heldout": HELDOUT}
-    started = time.perf_counter()
-    static = static_verdicts(python, dists=[d for name in sets for d in chosen[name]])
-    t_static = time.perf_counter() - started
-    runtime = runtime_verdicts(python, env_sys_path(python), static, timeout=timeout,
-                               cache=CACHE / f"accuracy-probes-{pins_hash()}.json")
-    print(f"static verdicts: {len(static)} pairs in {t_static:.1f} s", file=sys.stderr)
+    by_venv: dict[Path, list[str]] = {}
+    for name in sets:
+        by_venv.setdefault(SETS[name][0], []).append(name)
+    joined: dict[str, list[Pair]] = {}
+    static: dict[tuple[str, str], Pair] = {}
+    for names in by_venv.values():
+        python = venv_python(names[0])
+        started = time.perf_counter()
+        found = static_verdicts(python, dists=[d for name in names for d in SETS[name][2]])
+        print(f"static verdicts ({', '.join(names)}): {len(found)} pairs in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+        runtime = runtime_verdicts(python, env_sys_path(python), found, timeout=timeout,
+                                   cache=CACHE / f"accuracy-probes-{pins_hash(names[0])}.json")
+        for name in names:
+            joined[name] = join(found, runtime)
+        static.update(found)
     out = {}
     for name in sets:
-        wanted = {norm(d) for d in chosen[name]}
-        s = score(p for p in join(static, runtime) if p.dist in wanted)
-        out[name] = (s, len({p.dist for p in static.values() if p.dist in wanted}))
+        wanted = {norm(d) for d in SETS[name][2]}
+        s = score(p for p in joined[name] if p.dist in wanted)
+        out[name] = (s, len({p.dist for p in joined[name] if p.dist in wanted}))
         if name == sets[0]:
             print(HEADER)
         print("\n".join(render(name, s, dists=out[name][1])))
@@ -485,8 +508,8 @@ def write_results(scores: dict[str, tuple[Score, int]], note: str) -> None:
     lines = [
         begin,
         f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; machine: {platform.processor() or platform.machine()}, "
-        f"{os.cpu_count()} CPUs, {platform.system()} {platform.release()}; python {platform.python_version()}; pins {pins_hash()} "
-        f"(`benchmarks/accuracy_pins.txt`)",
+        f"{os.cpu_count()} CPUs, {platform.system()} {platform.release()}; python {platform.python_version()}; pins "
+        f"{pins_hash()} (`benchmarks/accuracy_pins.txt`), {pins_hash('fresh')} (`benchmarks/accuracy_pins_fresh.txt`)",
         f"- note: {note}" if note else "",
         "",
         HEADER,
@@ -513,7 +536,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--python", help="env/claims: the interpreter of the environment")
     p.add_argument("--report", help="claims: a `cuaudit env --format json` report of that environment")
     p.add_argument("--quick", action="store_true", help="fixture packages only (CI)")
-    p.add_argument("--set", action="append", choices=("tune", "heldout"), help="default: both")
+    p.add_argument("--set", action="append", choices=tuple(SETS), help="default: all three")
     p.add_argument("--limit", type=int, default=40, help="mistakes listed per set")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per probed parent")
     p.add_argument("--write-results", action="store_true")
@@ -523,7 +546,7 @@ def main(argv: list[str] | None = None) -> int:
         s = quick(args.limit)
         return 0 if not s.false_claims and not s.misses else 1
     if args.command == "setup":
-        return setup()
+        return setup(args.set or list(SETS))
     if args.command == "env":
         run_env(args.python or sys.executable, limit=args.limit, timeout=args.timeout)
         return 0
@@ -535,7 +558,7 @@ def main(argv: list[str] | None = None) -> int:
         from accuracy_code import main as code_main
 
         return code_main()
-    scores = run_sets(args.set or ["tune", "heldout"], limit=args.limit, timeout=args.timeout)
+    scores = run_sets(args.set or list(SETS), limit=args.limit, timeout=args.timeout)
     if args.write_results:
         write_results(scores, args.note)
     return 0

@@ -336,16 +336,15 @@ class ImportTimeModel:
         return None
 
     def named_modules(self, module: str) -> frozenset[str]:
-        """Modules of ``module``'s package named as literal arguments of its calls (decorators
-        included): what a registry filled at import time may import."""
+        """Modules of ``module``'s package named as literal arguments of the calls its top level
+        makes (decorators included): what a registry filled at import time may import."""
         key = ("named", module)
         if key not in self._runs:
             prog = self.program_for(module)
             top = module.split(".")[0] + "."
-            # calls in its functions too: one of them may run at import (a parser built from
-            # tables named by module, ply's `tabmodule="astropy.units.format.generic_parsetab"`)
-            effects = [*prog.effects, *(e for f in prog.functions for e in f.effects)] if prog is not None else []
-            calls = [e for e in effects if e.kind == "call"]
+            # only the calls its top level makes: names in function bodies are mostly not
+            # registrations (matplotlib names matplotlib.pyplot in functions that never run)
+            calls = [e for e in prog.effects if e.kind == "call"] if prog is not None else []
             self._runs[key] = frozenset(a for e in calls for a in e.args if a.startswith(top) and self.universe.exists(a))
         return self._runs[key]
 

@@ -143,7 +143,7 @@ class ImportTimeExtractor(Extractor):
     """The import-time program of a Python module (order, conditions, calls, swaps)."""
 
     name = "import_time"
-    version = 3
+    version = 4
 
     def applies(self, member: Member) -> bool:
         return member.kind in (MemberKind.PYTHON, MemberKind.BUILD) and member.path.endswith(".py")
@@ -316,15 +316,7 @@ class _Reader:
             for d in node.decorator_list + node.bases:
                 self.effects.extend(_calls_in(d, conds))
             self.classes[node.name] = node
-            for item in node.body:
-                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    self.functions.append(self.function(item, f"{node.name}.{item.name}"))
-                    # a class body runs at import: its methods' decorators are called then
-                    # (sqlalchemy's `@util.preload_module("sqlalchemy.engine.default")`)
-                    for d in item.decorator_list:
-                        self.effects.extend(_calls_in(d, conds))
-                elif isinstance(item, (ast.Assign, ast.AnnAssign, ast.Expr)) and item.value is not None:
-                    self.effects.extend(_calls_in(item.value, conds))
+            self.class_body(node, node.name, conds)
             self.bind(node.name, line, conds)
         elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -403,6 +395,22 @@ class _Reader:
         elif isinstance(node, (ast.Return, ast.Raise, ast.Assert)):
             for child in ast.iter_child_nodes(node):
                 self.effects.extend(_calls_in(child, conds))
+
+    def class_body(self, node: ast.ClassDef, qualname: str, conds: tuple[Condition, ...]) -> None:
+        """A class body runs at import: its methods' decorators are called then (sqlalchemy's
+        `@util.preload_module("sqlalchemy.sql.default_comparator")`, in a nested class too)."""
+        for item in node.body:
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if qualname == node.name:
+                    self.functions.append(self.function(item, f"{node.name}.{item.name}"))
+                for d in item.decorator_list:
+                    self.effects.extend(_calls_in(d, conds))
+            elif isinstance(item, ast.ClassDef):
+                for d in item.decorator_list + item.bases:
+                    self.effects.extend(_calls_in(d, conds))
+                self.class_body(item, f"{qualname}.{item.name}", conds)
+            elif isinstance(item, (ast.Assign, ast.AnnAssign, ast.Expr)) and item.value is not None:
+                self.effects.extend(_calls_in(item.value, conds))
 
     def effects_of(self, body: list[ast.stmt]) -> Iterator[Effect]:
         for node in body:
