@@ -28,7 +28,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Callable
 
-from cuaudit.facts.import_time import Condition, Effect, ImportTimeFacts
+from cuaudit.facts.import_time import Condition, Effect, ImportTimeFacts, dotted
 
 #: how many calls deep module-level calls are followed
 CALL_DEPTH = 3
@@ -123,7 +123,7 @@ class ImportTimeModel:
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             v = self._eval(node.operand, module, assumed)
             return _UNKNOWN if v is _UNKNOWN else not v
-        name = _dotted(node)
+        name = dotted(node)
         if name in ("TYPE_CHECKING", "typing.TYPE_CHECKING", "t.TYPE_CHECKING", "_typing.TYPE_CHECKING"):
             return False
         if name == "sys.platform":
@@ -166,7 +166,7 @@ class ImportTimeModel:
         if isinstance(node, ast.Compare):
             left = self._eval(node.left, module, assumed)
             for op, right_node in zip(node.ops, node.comparators):
-                if isinstance(op, (ast.In, ast.NotIn)) and _dotted(right_node) == "os.environ":
+                if isinstance(op, (ast.In, ast.NotIn)) and dotted(right_node) == "os.environ":
                     if isinstance(node.left, ast.Constant):
                         assumed.append(f"{node.left.value} is unset")
                         res = isinstance(op, ast.NotIn)
@@ -184,7 +184,7 @@ class ImportTimeModel:
                 left = right
             return True
         if isinstance(node, ast.Call):
-            fname = _dotted(node.func)
+            fname = dotted(node.func)
             if fname in ("os.environ.get", "os.getenv", "environ.get", "getenv") and node.args and isinstance(node.args[0], ast.Constant):
                 assumed.append(f"{node.args[0].value} is unset")
                 if len(node.args) > 1:
@@ -271,22 +271,22 @@ class ImportTimeModel:
             for inner in body.effects:
                 self._effect(where, w_pkg, body_prog, inner, out, t, depth + 1, seen)
 
-    def callable(self, module: str, dotted: str, _seen: set | None = None) -> tuple[str, str] | None:
-        """(module, function or ``Class.method``) a dotted name called in ``module`` resolves to."""
+    def callable(self, module: str, dotted_name: str, _seen: set | None = None) -> tuple[str, str] | None:
+        """(module, function or ``Class.method``) a dotted_name name called in ``module`` resolves to."""
         seen = _seen if _seen is not None else set()
-        if (module, dotted) in seen or len(seen) > 16:
+        if (module, dotted_name) in seen or len(seen) > 16:
             return None  # aliases and re-exports that go round in circles
-        seen.add((module, dotted))
+        seen.add((module, dotted_name))
         u = self.universe
         prog = self.program_for(module)
         if prog is None:
             return None
-        head, _, rest = dotted.partition(".")
+        head, _, rest = dotted_name.partition(".")
         if not rest:
             if prog.function(head) is not None:
                 return module, head
             value = _bound_value(prog, head)
-            if value and value != dotted:
+            if value and value != dotted_name:
                 return self.callable(module, value, seen) if "." in value else None
             imported = self._imported_object(module, head)
             if imported and imported[1]:
@@ -419,19 +419,6 @@ def _compare(op: ast.cmpop, a: object, b: object) -> object:
     if isinstance(op, ast.IsNot):
         return a is not b
     return _UNKNOWN
-
-
-def _dotted(node: ast.AST) -> str:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    if isinstance(node, ast.Call):
-        return ""
-    return ""
 
 
 def _bound_value(prog: ImportTimeFacts, name: str) -> str:
