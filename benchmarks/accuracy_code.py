@@ -85,7 +85,7 @@ def peers(python: str, root: Path) -> dict[str, dict[str, bool] | None]:
     return {
         "pyright": _peer([str(bin_ / "pyright"), "--pythonpath", python, *files], root, r"attribute|is not a known"),
         "ty": _peer([str(bin_ / "ty"), "check", "--python", python, "--output-format", "concise", *files], root,
-                    r"attribute"),
+                    r"attribute|submodule"),
         "mypy": _peer([str(bin_ / "mypy"), "--python-executable", python, "--no-incremental", "--ignore-missing-imports",
                        "--follow-imports=silent", "--no-error-summary", *files], root, r"has no attribute"),
     }

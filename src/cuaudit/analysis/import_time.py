@@ -25,6 +25,7 @@ verdicts.
 from __future__ import annotations
 
 import ast
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -219,7 +220,7 @@ class ImportTimeModel:
                 continue
             if t.assumed:
                 out.assumptions.add(t.assumed)
-            self._effect(module, is_pkg, prog, e, out, t, 0, set())
+            self._effect(module, is_pkg, prog, e, out, t, 0, set(), {})
         return out
 
     def _add(self, out: ModuleRun, mods: list[str], t: Truth) -> None:
@@ -230,7 +231,10 @@ class ImportTimeModel:
             elif m not in out.sure:
                 out.maybe.setdefault(m, t.reason)
 
-    def _effect(self, module: str, is_pkg: bool, prog: ImportTimeFacts, e: Effect, out: ModuleRun, t: Truth, depth: int, seen: set) -> None:
+    def _effect(self, module: str, is_pkg: bool, prog: ImportTimeFacts, e: Effect, out: ModuleRun, t: Truth, depth: int,
+                seen: set, args: dict[str, str] | None = None) -> None:
+        """Apply one effect; ``args``: the literal arguments the followed call passed, by parameter."""
+        args = args or {}
         u = self.universe
         if e.kind == "import":
             base = absolute_module(e.module, e.level, module, is_pkg)
@@ -243,6 +247,8 @@ class ImportTimeModel:
                     mods.append(f"{base}.{e.name}")
             self._add(out, mods, t)
         elif e.kind == "dynamic-import":
+            if not e.module and e.bound and args.get(e.bound):
+                e = dataclasses.replace(e, module=args[e.bound])
             if not e.module:
                 out.opaque = out.opaque or f"{module}:{e.line} imports a computed module name"
                 return
@@ -268,8 +274,10 @@ class ImportTimeModel:
                 return
             entry = u.get(where)
             w_pkg = bool(entry and entry.is_package)
+            params = body.params[1:] if "." in fname else body.params  # a method's self
+            bound = {p: a for p, a in zip(params, e.args) if a}
             for inner in body.effects:
-                self._effect(where, w_pkg, body_prog, inner, out, t, depth + 1, seen)
+                self._effect(where, w_pkg, body_prog, inner, out, t, depth + 1, seen, bound)
 
     def callable(self, module: str, dotted_name: str, _seen: set | None = None) -> tuple[str, str] | None:
         """(module, function or ``Class.method``) a dotted_name name called in ``module`` resolves to."""

@@ -465,20 +465,22 @@ class ModuleUniverse:
         self._closure[key] = result
         return result
 
-    def maybe_imported(self, imported: frozenset[str]) -> tuple[dict[str, str], str]:
+    def maybe_imported(self, imported: frozenset[str]) -> tuple[dict[str, str], tuple[str, ...]]:
         """Modules that importing ``imported`` (a closure) may import "either way", and why;
-        and, when a followed call imports a computed name, the reason the list is open."""
+        and the computed imports that run meanwhile (``module:line ...``), sorted."""
         maybe: dict[str, str] = {}
-        opaque = ""
-        for m in imported:
+        opaques: set[str] = set()
+        for m in sorted(imported):
             run = self.model.run(m) if m in self._programs else None
             if run is None:
                 continue
-            opaque = opaque or run.opaque
+            if run.opaque:
+                opaques.add(run.opaque)
             for mod, why in run.maybe.items():
                 if mod not in imported:
                     maybe.setdefault(mod, why)
-        if opaque:
+        opaque = min(opaques) if opaques else ""
+        if opaques:
             # a registry filled with literal module names (sqlalchemy's
             # `@preload_module("sqlalchemy.orm.strategies")`): those may be imported
             # only registrations made by modules that run (sqlalchemy.orm's own are not, when
@@ -491,7 +493,7 @@ class ModuleUniverse:
             for more in self._closure_of(mod, False):
                 if more not in imported:
                     maybe.setdefault(more, why)
-        return maybe, opaque
+        return maybe, tuple(sorted(opaques))
 
     def shadowed(self, parent: str) -> Reach | None:
         """``a.b`` re-bound by ``a`` to an object after ``a`` imported ``a.b`` (sympy's ``series``):
@@ -685,9 +687,9 @@ class ModuleUniverse:
             if full in maybe:
                 return Reach("unknown", f"{full} is imported only in one case (either way: {maybe[full]})")
             # a computed import in a module of this very package may import any of its modules
-            where_opaque = opaque.split(":")[0]
-            if opaque and where_opaque.rpartition(".")[0] == parent:
-                return Reach("unknown", f"unknown: {opaque} while {parent} is imported")
+            for why in opaque:
+                if why.split(":")[0].rpartition(".")[0] == parent:
+                    return Reach("unknown", f"unknown: {why} while {parent} is imported")
         if entry is None:
             return Reach("unknown", f"{parent} is not known")
         where = entry.display

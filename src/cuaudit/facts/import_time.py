@@ -87,6 +87,8 @@ class FunctionBody:
     raises_attribute_error: bool = False
     #: the name of a nested function it returns (a factory)
     returns_function: str = ""
+    #: positional parameter names (``self`` included for methods)
+    params: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,7 @@ class ImportTimeExtractor(Extractor):
     """The import-time program of a Python module (order, conditions, calls, swaps)."""
 
     name = "import_time"
-    version = 4
+    version = 5
 
     def applies(self, member: Member) -> bool:
         return member.kind in (MemberKind.PYTHON, MemberKind.BUILD) and member.path.endswith(".py")
@@ -177,7 +179,8 @@ def dotted(node: ast.AST) -> str:
 
 
 def _literal_strings(args: list[ast.expr]) -> tuple[str, ...]:
-    return tuple(a.value for a in args if isinstance(a, ast.Constant) and isinstance(a.value, str))
+    """Positional arguments: the string of a literal, "" for anything else (positions are kept)."""
+    return tuple(a.value if isinstance(a, ast.Constant) and isinstance(a.value, str) else "" for a in args)
 
 
 def _table_keys(node: ast.AST) -> tuple[str, ...] | None:
@@ -243,7 +246,9 @@ def _calls_in_one(n: ast.Call, conds: tuple[Condition, ...]) -> Iterator[Effect]
         for kw in n.keywords:
             if kw.arg == "package" and isinstance(kw.value, ast.Name):
                 package = kw.value.id
-        yield Effect("dynamic-import", n.lineno, conds, module=literal, name=package)
+        # `__import__(place)` with `place` a parameter: the caller's literal (numpy's add_newdoc)
+        variable = arg.id if isinstance(arg, ast.Name) else ""
+        yield Effect("dynamic-import", n.lineno, conds, module=literal, name=package, bound=variable)
     elif name:
         yield Effect("call", n.lineno, conds, callee=name, args=_literal_strings(n.args))
 
@@ -450,7 +455,8 @@ class _Reader:
         if isinstance(last, ast.Return) and isinstance(last.value, ast.Name) and last.value.id in nested:
             returned = last.value.id
         raises = _ends_in_raise_attribute_error(nested[returned].body if returned else node.body)
-        return FunctionBody(name, node.lineno, tuple(effects), raises, returned)
+        params = tuple(a.arg for a in node.args.posonlyargs + node.args.args)
+        return FunctionBody(name, node.lineno, tuple(effects), raises, returned, params)
 
     def getattr_model(self, node: ast.FunctionDef | ast.AsyncFunctionDef, *, method: bool) -> GetattrModel:
         args = node.args.posonlyargs + node.args.args

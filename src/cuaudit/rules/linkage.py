@@ -305,12 +305,15 @@ class UnusedNeededLibrary(LinkageRule):
 def _constructors(lk: Linkage, i: int, member: str, facts: ElfFacts, usage: dict, lib: str) -> int:
     """Entries of ``lib``'s ``.init_array`` when ``member`` is an umbrella: it uses no symbol of any
     library it needs (its DT_NEEDED entries are its purpose) and ``lib`` has constructors; else 0."""
+    if facts.is_python_extension:
+        return 0  # an extension module is no umbrella (cupy's _core/flags needing libcublas is the seed)
     others = [facts_lib for facts_lib in facts.needed if lk.kind(facts_lib) != "system"]
     if not others or any(usage.get(n) is None or usage[n].used is not False for n in others):
         return 0
     provider = lk.resolver.facts_of(lk.resolve(i, member, facts, lib))
     for sec in (provider.sections or ()) if provider is not None else ():
-        if sec.name == ".init_array" and sec.size >= 8:
+        # gcc gives every library one entry (frame_dummy): registration means more than that
+        if sec.name == ".init_array" and sec.size // 8 >= 2:
             return sec.size // 8
     return 0
 
