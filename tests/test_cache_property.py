@@ -74,6 +74,25 @@ dependencies = ["numpy>=2", "cupy-cuda12x==13.3.0"]
 cmake.define.CMAKE_CUDA_ARCHITECTURES = "native"
 """
 
+def _ld_so_cache(entries: list[tuple[str, str]]) -> bytes:
+    """A glibc-ld.so.cache1.1 image (the new format) with x86-64 entries."""
+    import struct
+
+    head = 48 + 24 * len(entries)
+    strings = b""
+    table = b""
+    for soname, path in entries:
+        key = head + len(strings)
+        strings += soname.encode() + b"\0"
+        value = head + len(strings)
+        strings += path.encode() + b"\0"
+        table += struct.pack("<iIIIQ", 0x0303, key, value, 0, 0)
+    header = b"glibc-ld.so.cache1.1" + struct.pack("<II", len(entries), len(strings))
+    return header.ljust(48, b"\0") + table + strings
+
+
+LD_SO_CACHE = _ld_so_cache([("libfoo.so.1", "/usr/lib/libfoo.so.1")])
+
 #: one member for every extractor (a fake CUDA extension module for the ELF readers)
 FILES: dict[str, str | bytes] = {
     "cp/__init__.py": PROMOTION,
@@ -87,6 +106,9 @@ FILES: dict[str, str | bytes] = {
     "pyproject.toml": PYPROJECT,
     "requirements.txt": "numpy>=2  # new\ncupy-cuda12x\n",
     "CMakeLists.txt": "set(CMAKE_CUDA_ARCHITECTURES native)\n",
+    # the loader's configuration (read as system evidence, but an extractor like any other)
+    "etc/ld.so.cache": LD_SO_CACHE,
+    "etc/ld.so.conf": "include ld.so.conf.d/*.conf\n/opt/lib  # comment\n",
 }
 
 

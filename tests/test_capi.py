@@ -326,7 +326,7 @@ def test_env_rmm_with_cuda_python(corpus, tmp_path, cli, cuda_python, broken):
     assert "cuda-python<13.0a0,<=12.6.0,>=12.0" in f["fix"]["description"]
     # The same environment as the consumers of a diff: rmm breaks, cuda-python itself is not a consumer.
     rc, out, _ = cli("diff", corpus_file(corpus, "cuda_python-12.6.0-*.whl"), corpus_file(corpus, "cuda_python-12.6.1-*.whl"),
-                     "--consumers", py, "--select", "CU316", "--format", "json", "--isolated")
+                     "--consumers-python", py, "--select", "CU316", "--format", "json", "--isolated")
     (broken_consumer,) = json.loads(out)["findings"]
     assert broken_consumer["evidence"]["consumer"] == "rmm-cu12 24.12.0"
 

@@ -267,11 +267,11 @@ def test_configuration_doc_lists_every_key_variable_and_flag():
 
 
 def test_paths_in_pyproject_are_relative_to_the_file(tmp_path, monkeypatch):
-    write(tmp_path / "pyproject.toml", '[tool.cuaudit]\nbaseline = "ci/baseline.json"\ncache-dir = ".cache"\n')
+    write(tmp_path / "pyproject.toml", '[tool.cuaudit]\nbaseline = "ci/baseline.json"\n')
     (tmp_path / "sub").mkdir()
     monkeypatch.chdir(tmp_path / "sub")
     c = cfg.load(environ={})
-    assert c.baseline == str(tmp_path / "ci" / "baseline.json") and c.cache_dir == str(tmp_path / ".cache")
+    assert c.baseline == str(tmp_path / "ci" / "baseline.json")
     # on the command line and in the environment they are relative to the working directory, as usual
     assert cfg.load(environ={"CUAUDIT_BASELINE": "b.json"}).baseline == "b.json"
 

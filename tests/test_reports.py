@@ -91,7 +91,7 @@ class ReportFixtureRule(Rule):
                 yield self.finding(
                     Location(ref, "pkg/_ext.so", symbol="libcublas.so.12"),
                     "DT_NEEDED libcublas.so.12 but no symbol of it is used",
-                    fix="link with -Wl,--as-needed",
+                    fix=Fix(user="pip install nvidia-cublas-cu12", maintainer="link with -Wl,--as-needed"),
                     severity=Severity.ERROR,
                     evidence={"needed": ["libcublas.so.12", "libc.so.6"], "used": set()},
                     key="libcublas.so.12",
@@ -495,7 +495,7 @@ def test_text_groups_by_artifact_and_member_with_a_summary_line(report, inputs):
     heads = [ln for ln in lines if ln and not ln.startswith(" ")][:-2]  # less the probes and summary
     # one heading per artifact with its kind and count; artifacts with errors first, then by path
     assert sorted(heads) == sorted([
-        f"dist/{inputs['wheel'].name}  (wheel, 4 findings)",
+        "report-fixture-wheel 1.0  (wheel, 4 findings)",  # name and version, not the file's path
         "report-fixture-inst 2.0  (installed, 2 findings)",
         "src  (tree, 2 findings)",  # paths under the working directory are shown relative
         "dist/missing-1.0-py3-none-any.whl  (file, 1 finding)",
@@ -507,6 +507,10 @@ def test_text_groups_by_artifact_and_member_with_a_summary_line(report, inputs):
     assert lines[i + 1].startswith("    2:5 CU099 warning cupy.cuda.nccl")
     assert lines[i + 2] == "      fix: import the submodule [safe autofix]"
     assert "    CU099 error [libcublas.so.12] DT_NEEDED libcublas.so.12" in out
+    # a fix with a user and a maintainer line shows both, labelled
+    i = lines.index("    CU099 error [libcublas.so.12] DT_NEEDED libcublas.so.12 but no symbol of it is used")
+    assert lines[i + 1 : i + 3] == ["      user fix: pip install nvidia-cublas-cu12",
+                                    "      maintainer fix: link with -Wl,--as-needed"]
     assert "(probe)" in out  # findings confirmed by a probe say so
 
 
@@ -549,7 +553,8 @@ def test_github_annotations_escape_data_and_properties(report, inputs):
     hostile = next(ln for ln in lines if "alert" in ln)
     # no file (a wheel member): the location goes into the message; newline and % escaped
     assert hostile.startswith("::warning title=CU099 report-fixture::")
-    assert "100%25 done, a:b%0Asecond line" in hostile and "\n" not in hostile
+    # the newline inside the input's text is shown escaped, never a line of its own
+    assert "100%25 done, a:b\\nsecond line" in hostile and "\n" not in hostile
     assert f"{WEIRD_MEMBER.replace('%', '%25')}:1:1" in hostile
     err = next(ln for ln in lines if "libcublas" in ln)
     assert err.startswith("::error ")
@@ -600,12 +605,16 @@ def test_html_shows_groups_evidence_fix_skipped_probes_environment(report):
     )
     out = html_report.render(report)
     ctx = html_report.context(report)
-    assert [g["kind"] for g in ctx["groups"]] == ["wheel", "installed distribution", "source tree", "file"]
-    assert [m["member"] for m in ctx["groups"][0]["members"]] == ["", "pkg/_ext.so", WEIRD_MEMBER]
-    assert ctx["groups"][0]["worst"] == "error"
-    assert 'class="artifact worst-error"' in out and 'class="badge sev-info"' in out
+    # artifacts with errors first (the tree has only a warning and an info), then in input order
+    assert [g["kind"] for g in ctx["groups"]] == ["wheel", "installed distribution", "file", "source tree"]
+    # within the wheel: by worst severity (error, warning, then the wheel's own info)
+    assert [b["member"] for b in ctx["groups"][0]["blocks"]] == ["pkg/_ext.so", WEIRD_MEMBER, ""]
+    assert ctx["groups"][0]["worst"] == "error" and ctx["groups"][0]["title"] == "report-fixture-wheel 1.0"
+    assert 'class="artifact worst-error sevset-ewi"' in out and 'class="badge sev-info"' in out
     assert "&#34;chain&#34;: &#34;cupy.cuda.nccl&#34;" in out  # evidence, as escaped JSON
-    assert "import cupy.cuda.nccl" in out and "(safe automatic fix)" in out
+    assert "import cupy.cuda.nccl" in out and "safe automatic fix" in out
+    assert "<span class=\"label\">User fix:</span> pip install nvidia-cublas-cu12" in out
+    assert "<span class=\"label\">Maintainer fix:</span> link with -Wl,--as-needed" in out
     assert 'id="skipped"' in out and "listed in RECORD but missing on disk" in out
     assert 'id="probes"' in out and "python -c &#39;import report_fixture_inst&#39;" in out
     assert 'id="environment"' in out and "/usr/local/cuda" in out

@@ -249,3 +249,24 @@ def test_rewritten_program_behaves_like_the_original(tmp_path):
     data = json.loads(out.read_text())
     assert data["sites_rewritten"] > 20
     assert {r["source"] for r in data["records"]} == {"np.float32(2) ** 2", "np.uint8(200) // 3"}
+
+
+def test_trace_honours_per_path_ignores_and_the_baseline(cli, tmp_path, monkeypatch):
+    """trace ends in the one finishing step: per-path ignores and --baseline apply to it as to check."""
+    rc, report, _ = trace_json(cli, tmp_path, monkeypatch, ACCEPTANCE)
+    assert rc == 1 and {f["code"] for f in report["findings"]} == {"CU410", "CU411"}
+
+    cfg = tmp_path / "cfg.toml"
+    cfg.write_text('[tool.cuaudit.per-path-ignores]\n"*prog.py" = ["CU410"]\n')
+    rc, report, _ = trace_json(cli, tmp_path, monkeypatch, ACCEPTANCE, "--config", str(cfg))
+    assert {f["code"] for f in report["findings"]} == {"CU411"}
+
+    baseline = tmp_path / "baseline.json"
+    rc, _out, _err = cli("trace", "--write-baseline", str(baseline), "--", sys.executable, str(tmp_path / "prog.py"))
+    assert baseline.is_file() and "CU411" in baseline.read_text()
+    rc, report, _ = trace_json(cli, tmp_path, monkeypatch, ACCEPTANCE, "--baseline", str(baseline))
+    assert rc == 0 and report["findings"] == []
+    # a new legacy-behaviour line is not in the baseline: it is reported
+    rc, report, _ = trace_json(cli, tmp_path, monkeypatch, ACCEPTANCE + "y = np.array([1.], np.float32) * np.float64(5)\n",
+                               "--baseline", str(baseline))
+    assert rc == 1 and [(f["code"], f["location"]["line"]) for f in report["findings"]] == [("CU410", 11)]

@@ -277,6 +277,26 @@ def _as_bool(value: Any, key: str, where: str) -> bool:
     raise ConfigError(f"{where}: '{key}' must be true or false")
 
 
+#: Keys a configuration file may not set, with the reason.  Files travel with
+#: what is audited (a checked-out project's pyproject.toml is found from the
+#: working directory), so nothing in them may make cuaudit run code: `probe`
+#: imports the audited code; the fact cache holds pickles, which run code when
+#: loaded, so a `cache-dir` the project chose could be one it filled itself.
+#: These come from the command line or the user's own environment only.
+FILE_FORBIDDEN = {
+    "probe": "it would let the project run its own code; pass --probe or set CUAUDIT_PROBE=1",
+    "cache-dir": "the cache holds pickled facts, loaded as code: a project must not choose it; "
+                 "pass --cache-dir or set CUAUDIT_CACHE_DIR",
+}
+
+
+def refuse_code_running(table: Mapping[str, Any], where: str) -> None:
+    """A usage error if a configuration file sets an option that runs code (``probe = false`` is harmless)."""
+    for key, why in FILE_FORBIDDEN.items():
+        if key in table and not (key == "probe" and table[key] is False):
+            raise ConfigError(f"{where}: '{key}' cannot be set in a configuration file: {why}")
+
+
 def find_pyproject(start: str) -> str | None:
     """The nearest pyproject.toml with a [tool.cuaudit] table, from ``start`` upward."""
     d = os.path.abspath(start)
@@ -298,17 +318,24 @@ def find_pyproject(start: str) -> str | None:
 def load_toml(path: str) -> Mapping[str, Any]:
     """A TOML file of the user's (configuration, survey spec); any problem is a ConfigError naming it."""
     try:
+        if not os.path.isfile(path):  # a FIFO would block the open forever
+            raise ConfigError(f"{path}: not a regular file")
         with open(path, "rb") as fh:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid TOML: nested too deeply") from None
     except OSError as exc:
         raise ConfigError(f"{path}: {exc.strerror or exc}") from None
 
 
 def load_pyproject(path: str) -> Mapping[str, Any]:
     data = load_toml(path)
-    table = data.get("tool", {}).get("cuaudit", {})
+    tool = data.get("tool", {})
+    if not isinstance(tool, Mapping):
+        raise ConfigError(f"{path}: [tool] must be a table (it is {type(tool).__name__})")
+    table = tool.get("cuaudit", {})
     if not isinstance(table, Mapping):
         raise ConfigError(f"{path}: [tool.cuaudit] must be a table")
     return table
@@ -358,8 +385,9 @@ def load(
         path = config_file or find_pyproject(start)
         if path:
             table = dict(load_pyproject(path))
+            refuse_code_running(table, path)
             # Paths in the file are relative to the file, not to wherever cuaudit runs.
-            for key in ("baseline", "cache-dir"):
+            for key in ("baseline",):
                 value = table.get(key)
                 if isinstance(value, str) and value and not os.path.isabs(os.path.expanduser(value)):
                     table[key] = os.path.join(os.path.dirname(os.path.abspath(path)), value)

@@ -1,7 +1,8 @@
 """What a rule sees: :class:`RuleContext` (facts, artifacts, configuration).
 
 It sits below ``rules/`` and above ``facts/`` and ``analysis/``: rules import
-it, the engine builds it.  It holds no file handle and no store.
+it, the engine builds it.  It holds no file handle and no store: evidence
+(``evidence``) and probes (``probe``) are callables the engine hands in.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from cuaudit.config import Config
 from cuaudit.model import EnvironmentInfo, Member, ProbeRecord
 
 if TYPE_CHECKING:  # pragma: no cover
+    from cuaudit.facts.evidence import Evidence
     from cuaudit.inputs import Artifact
 
 
@@ -25,11 +27,16 @@ class RuleContext:
         facts: dict[tuple[int, str, str], Any],
         environment: EnvironmentInfo | None,
         probes: list[ProbeRecord],
+        *,
+        evidence: Callable[[str], Sequence["Evidence"]] | None = None,
+        probe: Callable[..., Any] | None = None,
     ) -> None:
         self.config = config
         self.artifacts = list(artifacts)
         self.environment = environment
         self.probes = probes
+        self._evidence = evidence
+        self._probe = probe
         self._facts = facts
         self._index = {id(a): i for i, a in enumerate(self.artifacts)}
         self._memo: dict[Any, Any] = {}
@@ -72,5 +79,26 @@ class RuleContext:
             self._memo[key] = compute()
         return self._memo[key]
 
+    def evidence(self, name: str) -> Sequence["Evidence"]:
+        """Evidence-only inputs, resolved by the engine on first request and read on demand.
+
+        ``"stdlib"``: the audited interpreter's standard library (at most one);
+        ``"system"``: this machine's files as the dynamic loader sees them (one);
+        ``"with"``: the ``[tool.cuaudit.linkage] with`` / ``--with`` wheels and
+        folders.  Their facts come through the fact cache; no finding is ever
+        reported on them.
+        """
+        return self._evidence(name) if self._evidence is not None else ()
+
+    def probe(self, kind: str, **request: Any) -> Any | None:
+        """Run a probe through the engine's one entry point (:class:`cuaudit.probe.Prober`).
+
+        None unless the user asked for probes (``--probe``); the engine records every run.
+        """
+        if self._probe is None or not self.config.probe:
+            return None
+        return self._probe(kind, **request)
+
     def record_probe(self, record: ProbeRecord) -> None:
+        """Record a run by hand (a rule defined in a test; the engine's prober records its own)."""
         self.probes.append(record)

@@ -19,6 +19,7 @@ from cuaudit import rules as rules_registry
 from cuaudit.config import Config
 from cuaudit.context import RuleContext
 from cuaudit.facts import MemberReader
+from cuaudit.facts.evidence import Evidence
 from cuaudit.finish import Report, finish, lines_to_check
 from cuaudit.inputs import Artifact
 from cuaudit.model import (
@@ -32,13 +33,14 @@ from cuaudit.model import (
     Problem,
     ProbeRecord,
 )
+from cuaudit.probe import Prober
 from cuaudit.store import FactStore, default_cache_dir
 
 if TYPE_CHECKING:  # pragma: no cover
     from cuaudit.inputs.environment import Environment
 
 # Re-exported: these lived here before the finishing step and the rule context had modules of their own.
-__all__ = ["audit", "gather", "Report", "RuleContext", "ProbeRecord", "Extraction", "Gathered"]
+__all__ = ["audit", "gather", "audit_stats", "Report", "RuleContext", "ProbeRecord", "Extraction", "Gathered", "EvidenceInputs"]
 
 #: Extraction is spread over processes once there is at least this much to do.
 PARALLEL_MIN_TASKS = 24
@@ -46,8 +48,10 @@ PARALLEL_MIN_BYTES = 64 * 1024**2
 
 
 class Progress(Protocol):
-    def start(self, total: int, description: str) -> None: ...
-    def advance(self, n: int = 1) -> None: ...
+    """Bytes: ``total`` of the members to read (None: unknown), ``n`` read, the ``member`` just read."""
+
+    def start(self, total: int | None, description: str) -> None: ...
+    def advance(self, n: int = 1, member: str = "") -> None: ...
     def stop(self) -> None: ...
 
 
@@ -177,6 +181,10 @@ class Extraction:
         #: (artifact, member, extractor) facts taken from the cache; one cached
         #: value can serve several members (the same file in two wheels)
         self.cached = 0
+        #: the same two counts for evidence members, extracted on demand (see on_demand)
+        self.evidence_extracted = 0
+        self.evidence_cached = 0
+        self._evidence_bundles: dict[ArtifactRef, _EvidenceBundle] = {}
 
     def run(self, artifacts: Sequence[Artifact], wanted: Callable[[Member], tuple[str, ...]]) -> None:
         pending: list[tuple[int, Member, tuple[str, ...]]] = []
@@ -235,6 +243,61 @@ class Extraction:
                     new.append((bundle_keys[i], {k: known[k] for k in ks}))
             self.store.put_many(new)
 
+    # -- evidence, on demand ----------------------------------------------------------------
+    def on_demand(self, artifact: Artifact, member: Member, name: str) -> Any:
+        """One fact of an evidence member: from the cache, or extracted now, here.
+
+        Evidence (the standard library, system libraries, ``--with``) is read
+        only where an analysis asks, so it cannot be extracted up front with
+        the audited artifacts.  Its facts are cached under the same keys as any
+        other member's, and kept per evidence input in one bundle (the
+        standard-library modules one audit reaches: ~300 files, one read when
+        warm).  Problems are never findings: the fact is then None.
+        """
+        key = FactStore.key(name, facts_registry.get(name).version, member.content_key)
+        bundle = self._evidence_bundle(artifact.ref)
+        if key in bundle.values:
+            self.evidence_cached += 1
+            value = bundle.values[key]
+        else:
+            self.evidence_extracted += 1
+            [(_path, _name, ok, value)] = _extract_group(artifact, [(member, (name,))])
+            if not ok:
+                code, message, evidence = value
+                if code in ("CU001", "CU011"):  # not a property of the bytes: never cached (see _accept)
+                    return None
+                value = CachedFailure(code, message, ())
+            bundle.values[key] = value
+            bundle.dirty = True
+        bundle.used.add(key)
+        if isinstance(value, CachedFailure):
+            return None
+        return value.value if isinstance(value, facts_registry.WithProblems) else value
+
+    def _evidence_bundle(self, ref: ArtifactRef) -> "_EvidenceBundle":
+        bundle = self._evidence_bundles.get(ref)
+        if bundle is None:
+            import hashlib
+
+            digest = hashlib.blake2b(repr((ref.kind.value, ref.path, ref.name)).encode(), digest_size=20).hexdigest()
+            key = f"evidence:{digest}"
+            stored = self.store.get_many([key]).get(key)
+            bundle = _EvidenceBundle(key, dict(stored) if isinstance(stored, dict) else {})
+            self._evidence_bundles[ref] = bundle
+        return bundle
+
+    def flush_evidence(self) -> None:
+        """Write the evidence bundles that gained facts (once, at the end of an audit)."""
+        items = []
+        for bundle in self._evidence_bundles.values():
+            if bundle.dirty:
+                values = bundle.values
+                if len(values) > 4 * len(bundle.used) + 2048:  # stale keys pile up: keep what this audit used
+                    values = {k: v for k, v in values.items() if k in bundle.used}
+                items.append((bundle.key, values))
+                bundle.dirty = False
+        self.store.put_many(items)
+
     def _extract(self, artifacts, todo, keys, new, total_tasks: int, total_bytes: int) -> None:
         if not total_tasks:
             return
@@ -259,7 +322,7 @@ class Extraction:
                     # The workers are forked by now: the progress bar's refresh
                     # thread starts after, so no child inherits its locks.
                     if self.progress:
-                        self.progress.start(total_tasks, "Extracting facts")
+                        self.progress.start(total_bytes, "Extracting facts")
                     for i, chunk, fut in futures:
                         try:
                             results = fut.result()
@@ -267,14 +330,14 @@ class Extraction:
                             results = _extract_group(artifacts[i], chunk)
                         self._collect(artifacts, i, results, keys, new)
                         if self.progress:
-                            self.progress.advance(len(chunk))
+                            self.progress.advance(sum(m.size for m, _ in chunk), chunk[-1][0].path)
             else:
                 if self.progress:
-                    self.progress.start(total_tasks, "Extracting facts")
+                    self.progress.start(total_bytes, "Extracting facts")
                 for i, chunk in groups:
                     self._collect(artifacts, i, _extract_group(artifacts[i], chunk), keys, new)
                     if self.progress:
-                        self.progress.advance(len(chunk))
+                        self.progress.advance(sum(m.size for m, _ in chunk), chunk[-1][0].path)
         finally:
             _FORKED = None  # noqa: F841 - see the global statement above
             if self.progress:
@@ -341,6 +404,16 @@ class Extraction:
         self.problems.append(finding)
 
 
+@dataclass
+class _EvidenceBundle:
+    """The cached facts of one evidence input, keyed like any fact (extractor, version, content)."""
+
+    key: str
+    values: dict[str, Any]
+    used: set[str] = field(default_factory=set)
+    dirty: bool = False
+
+
 # -- the audit -----------------------------------------------------------------
 
 
@@ -374,7 +447,7 @@ def gather(
     paths = list(paths)
     specs = [os.fspath(p) for p in paths if isinstance(p, (str, os.PathLike))]
     artifacts: list[Artifact] = [p for p in paths if isinstance(p, Artifact)]
-    artifacts += resolve(specs, exclude=config.exclude, cache_dir=config.cache_dir)
+    artifacts += resolve(specs, exclude=config.exclude, cache_dir=config.cache_dir, progress=progress)
     environment: EnvironmentInfo | None = None
     problems: list[Finding] = []
     if env:
@@ -427,7 +500,9 @@ def audit(
     gathered = gather(paths, env=env, config=config, extractors=extractors_for(selected), progress=progress)
     artifacts, environment, extraction = gathered.artifacts, gathered.environment, gathered.extraction
     probes: list[ProbeRecord] = []
-    ctx = RuleContext(config, artifacts, extraction.facts, environment, probes)
+    evidence_inputs = EvidenceInputs(config, environment, extraction)
+    ctx = RuleContext(config, artifacts, extraction.facts, environment, probes,
+                      evidence=evidence_inputs, probe=Prober(config, probes))
     findings: list[Finding] = list(gathered.problems)
     for rule in runnable:
         try:
@@ -445,26 +520,78 @@ def audit(
         findings, config, {c.code for c in selected}, suppressions_for(findings, artifacts, config)
     )
     skipped = [s for a in artifacts for s in a.skipped]
+    extraction.flush_evidence()
     extraction.store.close()
     return Report(
         findings=findings,
         skipped=sorted(skipped, key=lambda s: (s.location.artifact.path, s.location.member or "")),
         artifacts=[a.ref for a in artifacts],
+        evidence=evidence_inputs.refs(),
         config=config,
         rules=[c.code for c in selected],
         environment=environment,
         probes=probes,
-        stats={
-            "artifacts": len(artifacts),
-            "members": sum(len(a.members) for a in artifacts),
-            "facts_extracted": extraction.extracted,
-            "facts_cached": extraction.cached,
-            "seconds": round(time.perf_counter() - started, 3),
-        },
+        stats=audit_stats(gathered, started),
         suppressed=suppressed,
         baselined=baselined,
         command=command,
     )
+
+
+def audit_stats(gathered: Gathered, started: float) -> dict[str, Any]:
+    """The figures every report gives (check, env and diff count alike)."""
+    artifacts, extraction = gathered.artifacts, gathered.extraction
+    return {
+        "artifacts": len(artifacts),
+        "members": sum(len(a.members) for a in artifacts),
+        "facts_extracted": extraction.extracted,
+        "facts_cached": extraction.cached,
+        "evidence_facts_extracted": extraction.evidence_extracted,
+        "evidence_facts_cached": extraction.evidence_cached,
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+
+
+class EvidenceInputs:
+    """The evidence-only inputs of one audit, resolved when a rule first asks for them.
+
+    Rules reach them through ``ctx.evidence(name)``; every fact of theirs is
+    extracted on demand through :meth:`Extraction.on_demand` (the fact cache,
+    one bundle per input).  They are not audited: no rule iterates them, their
+    problems are never findings, and reports list them apart (``Report.evidence``).
+    """
+
+    NAMES = ("stdlib", "system", "with")
+
+    def __init__(self, config: Config, environment: EnvironmentInfo | None, extraction: Extraction) -> None:
+        self.config = config
+        self.environment = environment
+        self.extraction = extraction
+        self._views: dict[str, list[Evidence]] = {}
+
+    def __call__(self, name: str) -> list[Evidence]:
+        if name not in self._views:
+            self._views[name] = [Evidence(a, self.extraction.on_demand) for a in self._resolve(name)]
+        return self._views[name]
+
+    def _resolve(self, name: str) -> list[Artifact]:
+        from cuaudit.inputs import evidence as inputs
+
+        if name == "stdlib":
+            folder = inputs.stdlib_folder(self.environment)
+            return [folder] if folder is not None else []
+        if name == "system":
+            return [inputs.SystemFiles()]
+        if name == "with":
+            paths = self.config.section("linkage").get("with", ())
+            if isinstance(paths, str):  # `with = "a.whl,b.whl"` as well as a list
+                paths = [p for p in paths.split(",") if p]
+            return inputs.with_artifacts(paths)
+        raise KeyError(f"unknown evidence {name!r} (one of {', '.join(self.NAMES)})")
+
+    def refs(self) -> list[ArtifactRef]:
+        """The evidence inputs this audit read (listed apart from the audited artifacts)."""
+        return [v.ref for name in self.NAMES for v in self._views.get(name, ())]
 
 
 def extractors_for(selected: Sequence[type]) -> set[str]:

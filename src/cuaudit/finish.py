@@ -40,6 +40,8 @@ class Report:
     tool_version: str = __version__
     #: ``--exit-zero``: the process exits 0 whatever was found (reports state the real status)
     exit_zero: bool = False
+    #: evidence-only inputs the audit read (standard library, system libraries, ``--with``): not audited
+    evidence: list[ArtifactRef] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
         out = {str(s): 0 for s in (Severity.ERROR, Severity.WARNING, Severity.INFO)}

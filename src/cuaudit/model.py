@@ -161,11 +161,25 @@ class Edit:
 
 @dataclass(frozen=True)
 class Fix:
-    """What to do about a finding: always a text, sometimes an automatic edit."""
+    """What to do about a finding: always a text, sometimes an automatic edit.
 
-    description: str
+    ``user`` is the workaround a user can apply now (the wheel to install,
+    the import to write, the pin); ``maintainer`` the fix at the source (the
+    linker flag, the re-export).  ``description`` is the one-line text every
+    format has always shown: given alone it stays the whole fix; left empty
+    it is made from the other two.
+    """
+
+    description: str = ""
     edits: tuple[Edit, ...] = ()
     applicability: Applicability = Applicability.DISPLAY
+    user: str = ""
+    maintainer: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.description:
+            parts = [f"now: {self.user}" if self.user else "", f"at the source: {self.maintainer}" if self.maintainer else ""]
+            object.__setattr__(self, "description", "; ".join(p for p in parts if p))
 
 
 @dataclass(frozen=True)
@@ -215,7 +229,8 @@ class Finding:
         member = _stable_member(loc.member or "")
         key = _stable_member(self.key) if self.key else self.message
         parts = [self.code, artifact, member, loc.symbol or "", key]
-        return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
+        # surrogateescape: a name that is not UTF-8 hashes as its own bytes (valid text is unchanged)
+        return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
 _META_DIR = re.compile(r"(^|/)([^/]+?)-[^/-]+\.(dist-info|data|egg-info)(?=/|$)")

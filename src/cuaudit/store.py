@@ -163,7 +163,8 @@ def downloads_dir(cache_dir: str | None = None) -> str:
     return os.path.join(cache_dir or default_cache_dir(), "downloads")
 
 
-def _tree_size(path: str) -> int:
+def tree_size(path: str) -> int:
+    """Bytes of the files under ``path`` (links not followed; files that vanish meanwhile count 0)."""
     total = 0
     for dirpath, _dirs, files in os.walk(path):
         for f in files:
@@ -205,7 +206,7 @@ def cache_usage(cache_dir: str | None = None) -> CacheUsage:
             pass
     dl = downloads_dir(directory)
     folders = [d for d in _listdir(dl) if os.path.isdir(os.path.join(dl, d))]
-    return CacheUsage(directory, facts, fbytes, entries, dl, _tree_size(dl) if os.path.isdir(dl) else 0, len(folders))
+    return CacheUsage(directory, facts, fbytes, entries, dl, tree_size(dl) if os.path.isdir(dl) else 0, len(folders))
 
 
 def _listdir(path: str) -> list[str]:
@@ -289,7 +290,7 @@ def _prune_once(cache_dir: str | None, max_bytes: int) -> int:
         if os.path.isdir(path):
             marker = os.path.join(path, ".used")
             used = os.path.getmtime(marker) if os.path.exists(marker) else os.path.getmtime(path)
-            items.append((used, "download", path, _tree_size(path)))
+            items.append((used, "download", path, tree_size(path)))
     db = None
     if os.path.exists(usage.facts_path):
         try:

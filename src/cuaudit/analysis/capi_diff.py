@@ -11,8 +11,9 @@ callers break, compiled ones do not).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
+from cuaudit.names import TEST_FOLDERS
 from cuaudit.analysis.capi_index import CapiIndex, Provider, import_problems
 from cuaudit.model import Finding, Fix, Location
 
@@ -37,7 +38,7 @@ def _capi(index: CapiIndex, module: str) -> tuple[Provider | None, dict | None]:
 
 def _public(module: str) -> bool:
     parts = module.split(".")
-    return not any(p.startswith("_") for p in parts) and not any(p in ("tests", "test", "testing") for p in parts)
+    return not any(p.startswith("_") for p in parts) and not any(p in TEST_FOLDERS for p in parts)
 
 
 def _moved_to(module: str, table: dict, new: CapiIndex) -> str | None:
@@ -59,9 +60,8 @@ def _moved_to(module: str, table: dict, new: CapiIndex) -> str | None:
     return best if score >= 0.8 else None
 
 
-def diff_findings(old: Side, new: Side, consumers: Iterable[Any], consumer_facts) -> list[Finding]:
-    from cuaudit.rules import get
-
+def diff_findings(old: Side, new: Side, consumers: Iterable[Any], consumer_facts, get: Callable[[str], Any]) -> list[Finding]:
+    """CU310-CU316 findings; ``get`` is the rule registry's lookup (rules sit above analysis)."""
     out: list[Finding] = []
     removed_rule, changed_rule, added_rule = get("CU310"), get("CU311"), get("CU312")
     module_rule, type_rule, pymod_rule, consumer_rule = get("CU313"), get("CU314"), get("CU315"), get("CU316")
@@ -73,7 +73,7 @@ def diff_findings(old: Side, new: Side, consumers: Iterable[Any], consumer_facts
         return Location(p.ref, p.member, symbol=symbol)
 
     for module in sorted(set(old.index.modules) | set(new.index.modules)):
-        if any(part in ("tests", "test", "testing") for part in module.split(".")):
+        if any(part in TEST_FOLDERS for part in module.split(".")):
             continue  # test modules are nobody's provider
         op, ot = _capi(old.index, module)
         np_, nt = _capi(new.index, module)

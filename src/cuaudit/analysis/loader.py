@@ -40,8 +40,9 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable
 
+from cuaudit.analysis.libraries import CudaCatalog, default_dirs, ld_so_cache, ld_so_conf_dirs
 from cuaudit.facts.elf import ElfFacts
-from cuaudit.analysis.libraries import CudaCatalog, default_dirs, ld_so_cache, ld_so_conf_dirs, system_elf
+from cuaudit.facts.evidence import Evidence
 from cuaudit.model import ArtifactKind, Member, MemberKind
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -96,10 +97,15 @@ class Resolver:
         fact: Any,
         *,
         environ: dict[str, str] | None = None,
-        extras: Iterable[str] = (),
+        extras: Iterable["Evidence | str"] = (),
         use_system: bool = True,
         site_root: str | None = None,
+        system: Evidence | None = None,
     ) -> None:
+        """``system``: this machine's files as evidence (``ctx.evidence("system")``) and
+        ``extras`` the ``--with`` evidence (``ctx.evidence("with")``); given as
+        paths, or left out, they are read here, uncached (library callers, tests).
+        """
         self.artifacts = artifacts
         self._fact = fact  # (artifact, member path) -> ElfFacts | None
         self.environ = dict(environ) if environ is not None else None
@@ -121,9 +127,14 @@ class Resolver:
                 if m.kind is MemberKind.ELF:
                     table.setdefault(m.path, (i, m))
                     self.by_name.setdefault(m.path.rsplit("/", 1)[-1], []).append((i, m.path))
-        self.extras = [_Extra(p) for p in extras]
+        if system is None:
+            from cuaudit.inputs.evidence import SystemFiles
+
+            system = Evidence(SystemFiles())
+        self.system = system
+        self.extras = [_Extra(e) for e in _extra_evidence(extras)]
+        self._ld_so_cache: Any = None
         self._cache: dict[Any, Resolution] = {}
-        self._extra_facts: dict[tuple[int, str], ElfFacts | None] = {}
 
     # -- facts of what was found ------------------------------------------------------------
     def facts_of(self, res: Resolution) -> ElfFacts | None:
@@ -134,13 +145,16 @@ class Resolver:
             if kind == "artifact":
                 return self._fact(self.artifacts[a], b)
             if kind == "extra":
-                k = (a, b)
-                if k not in self._extra_facts:
-                    self._extra_facts[k] = self.extras[a].facts(b)
-                return self._extra_facts[k]
+                return self.extras[a].facts(b)
         if res.fs_path:
-            return system_elf(res.fs_path)
+            return self.system.fact("elf", res.fs_path)
         return None
+
+    def system_sonames(self) -> Any:
+        """soname -> paths of ``/etc/ld.so.cache`` (from the system evidence's facts)."""
+        if self._ld_so_cache is None:
+            self._ld_so_cache = ld_so_cache(self.system)
+        return self._ld_so_cache
 
     # -- resolution ----------------------------------------------------------------------------
     def resolve(self, art_index: int, member: str, facts: ElfFacts, needed: str) -> Resolution:
@@ -158,7 +172,7 @@ class Resolver:
         driver = self.catalog.is_driver(needed)
         if "/" in needed:
             path = needed if os.path.isabs(needed) else None
-            if path and os.path.isfile(path):
+            if path and self.system.exists(path):
                 return Resolution(needed, "path in DT_NEEDED", path, True, (path,), fs_path=path)
             return Resolution(needed, None, tried=(f"{needed} (a path)",))
         steps: list[tuple[str, list[str]]] = []
@@ -175,20 +189,20 @@ class Resolver:
                 if res is not None:
                     return res
         if self.use_system:
-            cached = ld_so_cache().get(needed)
+            cached = self.system_sonames().get(needed)
             if cached:
                 return Resolution(needed, "ld.so.cache", cached[0], True, tuple(tried + ["/etc/ld.so.cache"]), fs_path=cached[0])
             tried.append("/etc/ld.so.cache")
             for d in default_dirs():
                 p = os.path.join(d, needed)
-                if os.path.isfile(p):
+                if self.system.exists(p):
                     return Resolution(needed, "system directory", p, True, tuple(tried + [d]), fs_path=p)
                 tried.append(d)
             # The loader reads the cache, not ld.so.conf: a library in a configured folder that
             # the cache lacks (ldconfig not run since it was installed) is not found.
-            for d in ld_so_conf_dirs():
+            for d in ld_so_conf_dirs(self.system):
                 p = os.path.join(d, needed)
-                if os.path.isfile(p):
+                if self.system.exists(p):
                     return Resolution(needed, "ld.so.conf directory missing from ld.so.cache (run ldconfig)", p, False,
                                       tuple(tried + [f"{d} (ld.so.conf)"]), fs_path=p)
         if driver:
@@ -211,7 +225,7 @@ class Resolver:
         if self.environ is not None and self.environ.get("CONDA_PREFIX"):
             d = os.path.join(self.environ["CONDA_PREFIX"], "lib")
             p = os.path.join(d, needed)
-            if os.path.isfile(p):
+            if self.system.exists(p):
                 return Resolution(needed, "conda prefix", p, False, tuple(tried + [d]), fs_path=p)
             tried.append(d)
         for j, extra in enumerate(self.extras):
@@ -259,55 +273,45 @@ class Resolver:
             tried.append(f"{via} {d} (relative to the working directory: ignored)")
             return None
         if self.use_system or rel is not None:
-            if os.path.isfile(full):
+            if self.system.exists(full):
                 return Resolution(needed, via, full, True, tuple(tried), fs_path=full)
         return None
 
 
+def _extra_evidence(extras: Iterable["Evidence | str"]) -> list[Evidence]:
+    from cuaudit.inputs.evidence import with_artifacts
+
+    out: list[Evidence] = []
+    for e in extras:
+        out += [e] if isinstance(e, Evidence) else [Evidence(a) for a in with_artifacts([e])]
+    return out
+
+
 class _Extra:
-    """A ``--with`` wheel or directory: libraries that are not audited, only used."""
+    """A ``--with`` wheel or folder (evidence): libraries that are not audited, only used."""
 
-    def __init__(self, path: str) -> None:
-        self.path = os.path.abspath(path)
-        self.is_dir = os.path.isdir(self.path)
+    def __init__(self, evidence: Evidence) -> None:
+        self.evidence = evidence
+        self.path = evidence.ref.path
+        self.is_dir = evidence.ref.kind is ArtifactKind.TREE
         self._index: dict[str, str] | None = None
-        self._wheel: Any = None
 
-    def _build(self) -> dict[str, str]:
-        index: dict[str, str] = {}
-        if self.is_dir:
-            for dirpath, _dirs, files in os.walk(self.path):
-                for f in files:
-                    if ".so" in f:
-                        index.setdefault(f, os.path.join(dirpath, f))
-        elif self.path.endswith(".whl") and os.path.isfile(self.path):
-            from cuaudit.inputs.wheel import WheelArtifact
-
-            self._wheel = WheelArtifact(self.path)
-            for m in self._wheel.members:
-                if m.kind is MemberKind.ELF:
-                    index.setdefault(m.path.rsplit("/", 1)[-1], m.path)
-        return index
+    def names(self) -> dict[str, str]:
+        """file name -> where (the file in the folder, or the member of the wheel) of every library it holds."""
+        if self._index is None:
+            index: dict[str, str] = {}
+            for m in self.evidence.members:
+                if self.is_dir or m.kind is MemberKind.ELF:
+                    index.setdefault(m.path.rsplit("/", 1)[-1], self._where(m.path))
+            self._index = index
+        return self._index
 
     def find(self, name: str) -> str | None:
         return self.names().get(name)
 
-    def names(self) -> dict[str, str]:
-        """file name -> path (in the folder, or member of the wheel) of every library it holds."""
-        if self._index is None:
-            self._index = self._build()
-        return self._index
+    def _where(self, member: str) -> str:
+        return (self.evidence.fs_path(member) or member) if self.is_dir else member
 
     def facts(self, where: str) -> ElfFacts | None:
-        from cuaudit.facts import InputError, MemberReader
-        from cuaudit.facts.elf import ElfExtractor
-
-        try:
-            if self.is_dir:
-                return system_elf(where)
-            member = self._wheel.member(where) if self._wheel else None
-            if member is None:
-                return None
-            return ElfExtractor().extract(MemberReader(self._wheel, member))
-        except (InputError, OSError, ValueError):
-            return None
+        member = os.path.relpath(where, self.path).replace(os.sep, "/") if self.is_dir else where
+        return self.evidence.fact("elf", member)

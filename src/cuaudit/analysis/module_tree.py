@@ -20,14 +20,14 @@ from __future__ import annotations
 import os
 import re
 import sys
-import sysconfig
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Callable, Iterable, Iterator
 
 from cuaudit.analysis.import_time import ImportTimeModel, absolute_module
+from cuaudit.facts.evidence import Evidence
 from cuaudit.facts.import_time import ImportTimeFacts
-from cuaudit.facts.python_source import ImportRecord, PythonSourceFacts, parse_python_source, platform_allows
+from cuaudit.facts.python_source import ImportRecord, PythonSourceFacts, platform_allows
+from cuaudit.inputs.evidence import StdlibFolder, stdlib_dir, stdlib_folder  # noqa: F401 - stdlib_dir re-exported
 from cuaudit.model import ArtifactKind
 
 _EXT = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z0-9_-]+)*\.(so|pyd)$")
@@ -166,81 +166,29 @@ def artifact_modules(artifact, members: Iterable) -> dict[str, ModuleEntry]:
 # -- the standard library ----------------------------------------------------------------
 
 
-def stdlib_dir(environment=None) -> str | None:
-    """The standard library's folder: the environment's (from its sys.path), else this interpreter's."""
-    if environment is not None:
-        for d in environment.sys_path:
-            if os.path.isfile(os.path.join(d, "os.py")) and os.path.isdir(os.path.join(d, "importlib")):
-                return d
-    d = sysconfig.get_paths().get("stdlib")
-    return d if d and os.path.isdir(d) else None
-
-
-@lru_cache(maxsize=4096)
-def _stdlib_facts(path: str, mtime_ns: int) -> PythonSourceFacts:
-    with open(path, "rb") as fh:
-        data = fh.read()
-    try:
-        import io
-        import tokenize
-
-        enc, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        text = data.decode(enc)
-    except (SyntaxError, UnicodeDecodeError, LookupError):
-        text = data.decode("utf-8", "replace")
-    return parse_python_source(text)
-
-
-def _cached_stdlib_facts(path: str, store) -> PythonSourceFacts | None:
-    """The facts of a standard-library file, through the fact cache when there is one."""
-    from cuaudit.facts.python_source import PythonSourceExtractor
-    from cuaudit.inputs import stat_key
-    from cuaudit.store import FactStore
-
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    if store is None:
-        return _stdlib_facts(path, st.st_mtime_ns)
-    key = FactStore.key(PythonSourceExtractor.name, PythonSourceExtractor.version, "stdlib:" + stat_key(st))
-    hit = store.get_many([key]).get(key)
-    if hit is not None:
-        return hit
-    facts = _stdlib_facts(path, st.st_mtime_ns)
-    store.put_many([(key, facts)])
-    return facts
-
-
-def stdlib_entry(root: str, name: str, store=None) -> ModuleEntry | None:
-    """A standard-library module, found by its source file under ``root`` (never imported).
-
-    ``store``: a :class:`cuaudit.store.FactStore` that keeps the parsed facts between runs.
-    """
+def stdlib_entry(stdlib: Evidence, name: str) -> ModuleEntry | None:
+    """A standard-library module, found by its source file in the stdlib evidence (never imported)."""
     if name in sys.builtin_module_names:
         return ModuleEntry(name, "extension", None, None, origin="stdlib")
-    rel = name.replace(".", os.sep)
-    for path, kind in ((os.path.join(root, rel, "__init__.py"), "package"), (os.path.join(root, rel + ".py"), "module")):
-        if os.path.isfile(path):
+    rel = name.replace(".", "/")
+    for path, kind in ((f"{rel}/__init__.py", "package"), (f"{rel}.py", "module")):
+        if stdlib.exists(path):
             def load(path: str = path) -> tuple[PythonSourceFacts | None, None]:
-                return _cached_stdlib_facts(path, store), None
+                return stdlib.fact("python_source", path), None
 
-            entry = ModuleEntry(name, kind, None, path, origin="stdlib")
+            entry = ModuleEntry(name, kind, None, stdlib.fs_path(path), origin="stdlib")
             entry._load = load
             return entry
-    dynload = os.path.join(root, "lib-dynload")
-    if "." not in name and os.path.isdir(dynload):
-        if any(f.split(".")[0] == name for f in _listdir(dynload)):
-            return ModuleEntry(name, "extension", None, None, origin="stdlib")
+    if "." not in name and any(f.split(".")[0] == name for f in stdlib.listdir("lib-dynload")):
+        return ModuleEntry(name, "extension", None, None, origin="stdlib")
     return None
 
 
-@lru_cache(maxsize=64)
-def _listdir(d: str) -> tuple[str, ...]:
-    try:
-        return tuple(os.listdir(d))
-    except OSError:
-        return ()
+def _stdlib_evidence(stdlib: "Evidence | str | None") -> Evidence | None:
+    """Evidence for a standard-library folder given by path (library callers and tests: read uncached)."""
+    if stdlib is None or isinstance(stdlib, Evidence):
+        return stdlib
+    return Evidence(StdlibFolder(stdlib))
 
 
 # -- verdicts -------------------------------------------------------------------------------
@@ -274,11 +222,12 @@ class Reach:
 class ModuleUniverse:
     """Every module the audit can see, and the static import semantics over them."""
 
-    def __init__(self, stdlib_root: str | None = None) -> None:
+    def __init__(self, stdlib: "Evidence | str | None" = None) -> None:
+        """``stdlib``: the standard library as evidence (or its folder), None to model none."""
         self.entries: dict[str, ModuleEntry] = {}
         self.children: dict[str, set[str]] = {}
-        self.stdlib_root = stdlib_root
-        self.stdlib_store = None  # a FactStore for the standard library's parsed files
+        self.stdlib = _stdlib_evidence(stdlib)
+        self.stdlib_root = self.stdlib.fs_path("") if self.stdlib is not None else None
         self._stdlib_top = set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
         self._closure: dict[tuple[str, bool], frozenset[str]] = {}
         self._direct: dict[str, tuple[frozenset[str], bool]] = {}
@@ -328,7 +277,7 @@ class ModuleUniverse:
     def get(self, name: str) -> ModuleEntry | None:
         entry = self.entries.get(name)
         if entry is None and self.stdlib_root and name.split(".")[0] in self._stdlib_top:
-            entry = stdlib_entry(self.stdlib_root, name, self.stdlib_store)
+            entry = stdlib_entry(self.stdlib, name)
             if entry is not None:
                 self.entries[name] = entry
         return entry
@@ -785,10 +734,16 @@ def public_submodules(universe: ModuleUniverse, modules: dict[str, ModuleEntry])
             yield parent, child
 
 
-def build_universe(artifacts: list, facts_for: Callable[[object, str, str], object | None], environment=None, *, stdlib: bool = True, store=None) -> tuple[ModuleUniverse, dict[int, dict[str, ModuleEntry]]]:
-    """The universe of a set of artifacts: given ones first, installed ones next, then the stdlib."""
-    uni = ModuleUniverse(stdlib_dir(environment) if stdlib else None)
-    uni.stdlib_store = store
+def build_universe(artifacts: list, facts_for: Callable[[object, str, str], object | None], environment=None, *, stdlib: "Evidence | bool | None" = True) -> tuple[ModuleUniverse, dict[int, dict[str, ModuleEntry]]]:
+    """The universe of a set of artifacts: given ones first, installed ones next, then the stdlib.
+
+    ``stdlib``: the standard library evidence (``ctx.evidence("stdlib")``); True
+    reads the environment's (else this interpreter's) uncached, False or None none.
+    """
+    if stdlib is True:
+        folder = stdlib_folder(environment)
+        stdlib = Evidence(folder) if folder is not None else None
+    uni = ModuleUniverse(stdlib or None)
     if environment is not None and environment.platform:
         # sysconfig platform -> sys.platform, for `if sys.platform == ...` around imports
         plat = environment.platform

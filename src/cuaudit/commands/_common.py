@@ -7,6 +7,7 @@ import os
 import sys
 from typing import Any
 
+from cuaudit.progress import RichProgress
 from cuaudit.report import FORMATS
 
 
@@ -24,7 +25,12 @@ def add_audit_options(p: argparse.ArgumentParser) -> None:
     out.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
     out.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     out.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
-    out.add_argument("--verbose", "-v", action="store_true", help="also list skipped items")
+    out.add_argument("--progress", action="store_true",
+                     help="show the progress bar on stderr even when it is not a terminal, or in CI")
+    out.add_argument("--verbose", "-v", action="store_true",
+                     help="list every place of grouped findings, info findings and skipped items")
+    out.add_argument("--statistics", action="store_true",
+                     help="show counts per rule code instead of the findings (text or json)")
     gate = p.add_argument_group("exit status")
     gate.add_argument("--fail-on", choices=("error", "warning", "info"),
                       help="lowest severity that makes the exit status 1 (default: warning)")
@@ -81,39 +87,30 @@ def use_color(args: argparse.Namespace, stream: Any) -> bool:
     return bool(getattr(stream, "isatty", lambda: False)())
 
 
+def text_width(args: argparse.Namespace, stream: Any) -> int | None:
+    """Columns to wrap the text report to: the terminal's, or ``COLUMNS``; None (no wrapping) for files and pipes."""
+    if args.output:
+        return None
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    if not getattr(stream, "isatty", lambda: False)():
+        return None
+    import shutil
+
+    return shutil.get_terminal_size((100, 24)).columns
+
+
 def make_progress(args: argparse.Namespace) -> Any:
+    """A progress bar on stderr: on a terminal outside CI, or wherever ``--progress`` asks for it."""
+    if getattr(args, "progress", False):
+        from rich.console import Console
+
+        return RichProgress(Console(stderr=True, force_terminal=True))
     in_ci = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
     if args.quiet or in_ci or not sys.stderr.isatty():
         return None
     return RichProgress()
-
-
-class RichProgress:
-    """A progress bar on stderr (only created when stderr is a terminal)."""
-
-    def __init__(self) -> None:
-        self._progress = None
-        self._task = None
-
-    def start(self, total: int, description: str) -> None:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self._progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-            console=Console(stderr=True), transient=True,
-        )
-        self._progress.start()
-        self._task = self._progress.add_task(description, total=total)
-
-    def advance(self, n: int = 1) -> None:
-        if self._progress is not None:
-            self._progress.advance(self._task, n)
-
-    def stop(self) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
 
 
 def emit(report: Any, args: argparse.Namespace) -> int:
@@ -137,10 +134,19 @@ def emit(report: Any, args: argparse.Namespace) -> int:
     report.exit_zero = bool(args.exit_zero)
     stream = sys.stdout
     color = use_color(args, stream)
+    if getattr(args, "statistics", False) and args.format not in ("text", "json"):
+        from cuaudit.config import ConfigError
+
+        raise ConfigError(f"--statistics works with --format text or json, not {args.format}")
     if args.format == "text":
         from cuaudit.report.text import render as render_text
 
-        text = render_text(report, color=color, verbose=args.verbose)
+        text = render_text(report, color=color, verbose=args.verbose, width=text_width(args, stream),
+                           statistics_only=getattr(args, "statistics", False))
+    elif args.format == "json" and getattr(args, "statistics", False):
+        from cuaudit.report.json_report import render_statistics
+
+        text = render_statistics(report)
     else:
         text = render(report, args.format, color=color)
     if args.output:

@@ -64,6 +64,8 @@ def execute(args: argparse.Namespace) -> int:
         from cuaudit.repair.source import apply_fixes
 
         result = apply_fixes(report, unsafe=args.unsafe_fixes, write=args.fix and not args.diff)
+        for error in result.errors:
+            print(f"cuaudit: not fixed: {error}", file=__import__("sys").stderr)
         if args.diff:
             sys.stdout.write(result.diff)
             return 0 if args.exit_zero or not result.diff else 1

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from cuaudit.facts import Extractor, MemberReader
-from cuaudit.model import Member
+from cuaudit.model import InputError, Member
 
 
 @dataclass(frozen=True)
@@ -54,4 +54,10 @@ class PyProjectExtractor(Extractor):
         return member.path == "pyproject.toml" or member.path.endswith("/pyproject.toml")
 
     def extract(self, reader: MemberReader) -> PyProject:
-        return PyProject(dict(reader.toml().table))
+        table = dict(reader.toml().table)
+        for key in ("project", "build-system", "tool"):
+            if key in table and not isinstance(table[key], dict):
+                # every build front end stops on it as it would on a syntax error
+                raise InputError("CU007", f"{reader.path}: [{key}] must be a table, not a {type(table[key]).__name__}",
+                                 key=key)
+        return PyProject(table)

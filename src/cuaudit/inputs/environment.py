@@ -10,17 +10,24 @@ files its RECORD lists under its site directory.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import stat
-import subprocess
 import sys
 from dataclasses import dataclass
 from importlib import metadata
 from typing import IO
 
-from cuaudit.inputs import Artifact, classify, stat_key
+from cuaudit.inputs.artifact import Artifact, classify, read_regular, stat_key
+from cuaudit.inputs.budgets import budget
+from cuaudit.inputs.process import BoundExceeded, run_bounded
 from cuaudit.model import ArtifactKind, ArtifactRef, EnvironmentInfo, Member
+
+#: a RECORD longer than this is read only this far
+MAX_RECORD = budget("RECORD")
+#: an editable install's source folder with more files than this is not walked further
+MAX_EDITABLE_FILES = budget("EDITABLE_FILES")
 
 #: Environment variables that decide where libraries are found.
 ENVIRON_KEYS = ("LD_LIBRARY_PATH", "LD_PRELOAD", "CUDA_HOME", "CUDA_PATH", "CONDA_PREFIX", "PATH", "VIRTUAL_ENV")
@@ -96,20 +103,40 @@ def query_interpreter(python: str, timeout: float = 60) -> dict:
     try:
         with tempfile.TemporaryDirectory(prefix="cuaudit-query-") as empty:
             for flags in (["-E", "-S"], ["-S"]):
-                proc = subprocess.run(
-                    [python, *flags, "-c", _QUERY], capture_output=True, text=True, timeout=timeout,
-                    stdin=subprocess.DEVNULL, cwd=empty,
-                )
+                proc = run_bounded([python, *flags, "-c", _QUERY], timeout=timeout, cwd=empty)
                 if proc.returncode == 0:
                     break
-    except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
+    except (OSError, BoundExceeded, ValueError) as exc:
         raise InterpreterError(f"{python} does not run: {exc}") from exc
+    stdout = proc.stdout.decode("utf-8", "replace")
     if proc.returncode != 0:
-        raise InterpreterError(f"{python} exited with {proc.returncode}: {proc.stderr.strip()[-500:]}")
+        stderr = proc.stderr.decode("utf-8", "replace")
+        raise InterpreterError(f"{python} exited with {proc.returncode}: {stderr.strip()[-500:]}")
     try:
-        return json.loads(proc.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError) as exc:
-        raise InterpreterError(f"{python} printed no paths ({proc.stdout[-200:]!r})") from exc
+        answer = json.loads(stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError, RecursionError) as exc:
+        raise InterpreterError(f"{python} printed no paths ({stdout[-200:]!r})") from exc
+    why = _wrong_shape(answer)
+    if why:
+        raise InterpreterError(f"{python} printed an answer of the wrong shape ({why}): {stdout[-200:]!r}")
+    return answer
+
+
+#: the query's answer: key -> what its value must be
+_SHAPE = {"executable": str, "version": str, "implementation": str, "platform": str, "prefix": str,
+          "site_dirs": list, "sys_path": list, "user_site": (str, type(None))}
+
+
+def _wrong_shape(answer: object) -> str:
+    """What is wrong with an interpreter's answer ("" when it is what _QUERY prints)."""
+    if not isinstance(answer, dict):
+        return f"a {type(answer).__name__}, not an object"
+    for key, kind in _SHAPE.items():
+        if not isinstance(answer.get(key), kind):
+            return f"'{key}' is {type(answer.get(key)).__name__}"
+        if kind is list and not all(isinstance(v, str) and "\0" not in v for v in answer[key]):
+            return f"'{key}' holds something other than paths"
+    return ""
 
 
 def read_pth_paths(site_dir: str) -> list[str]:
@@ -120,12 +147,10 @@ def read_pth_paths(site_dir: str) -> list[str]:
     except OSError:
         return out
     for name in names:
-        try:
-            with open(os.path.join(site_dir, name), encoding="utf-8", errors="replace") as fh:
-                lines = fh.read(1 << 20).splitlines()
-        except OSError:
+        data = read_regular(os.path.join(site_dir, name))
+        if data is None:
             continue
-        for line in lines:
+        for line in data.decode("utf-8", "replace").splitlines():
             line = line.strip()
             if not line or line.startswith("#") or line.startswith(("import ", "import\t")):
                 continue
@@ -179,7 +204,7 @@ def find_distributions(paths: list[str]) -> list["InstalledDistribution"]:
     for dist in metadata.distributions(path=paths):
         meta_dir = str(getattr(dist, "_path", ""))
         name, version = _name_version(meta_dir)
-        if not name:
+        if not name and read_regular(os.path.join(meta_dir, "METADATA"), 1) is not None:
             try:
                 name = dist.metadata["Name"] or ""
                 version = dist.version or ""
@@ -208,11 +233,10 @@ def _name_version(meta_dir: str) -> tuple[str, str]:
     """
     for base in ("METADATA", "PKG-INFO"):
         path = os.path.join(meta_dir, base) if os.path.isdir(meta_dir) else meta_dir
-        try:
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                head = fh.read(64 * 1024)
-        except OSError:
+        data = read_regular(path, 64 * 1024)
+        if data is None:
             continue
+        head = data.decode("utf-8", "replace")
         name = version = ""
         for line in head.split("\n\n", 1)[0].splitlines():
             key, sep, value = line.partition(":")
@@ -232,8 +256,11 @@ def _read_record(path: str) -> list[str]:
     """The paths a RECORD file lists (first CSV column), as written by the installer."""
     import csv
 
-    with open(path, encoding="utf-8", errors="surrogateescape", newline="") as fh:
-        return [row[0] for row in csv.reader(fh) if row and row[0]]
+    data = read_regular(path, MAX_RECORD)
+    if data is None:
+        raise OSError(f"{path}: not a regular file")
+    text = data.decode("utf-8", "surrogateescape")
+    return [row[0] for row in csv.reader(io.StringIO(text, newline="")) if row and row[0]]
 
 
 class InstalledDistribution(Artifact):
@@ -288,9 +315,9 @@ class InstalledDistribution(Artifact):
         editable = any(os.path.basename(rel).startswith("__editable__") for rel in self._record or ())
         if not editable:
             try:
-                with open(os.path.join(self.meta_dir, "direct_url.json"), encoding="utf-8") as fh:
-                    editable = bool(json.load(fh).get("dir_info", {}).get("editable"))
-            except (OSError, ValueError, AttributeError):
+                editable = bool(json.loads(read_regular(os.path.join(self.meta_dir, "direct_url.json")) or b"{}")
+                                .get("dir_info", {}).get("editable"))
+            except (ValueError, AttributeError, RecursionError):
                 return {}
         if not editable:
             return {}
@@ -312,9 +339,20 @@ class InstalledDistribution(Artifact):
         if not packages and tops:
             self.skip(os.path.basename(self.meta_dir), "editable install whose sources could not be located")
         out: dict[str, str] = {}
+        real_site = os.path.realpath(site)
         for top, path in sorted(packages.items()):
+            real = os.path.realpath(path)
+            if os.path.dirname(real) == real or (real_site + os.sep).startswith(real.rstrip(os.sep) + os.sep):
+                # `/`, or a folder holding the environment itself: not a package's sources
+                self.skip(os.path.basename(self.meta_dir), f"editable install maps {top!r} to {path}, which "
+                          "holds the whole filesystem or the environment; not walked")
+                continue
             if os.path.isdir(path):
                 for dirpath, dirnames, filenames in os.walk(path):
+                    if len(out) > MAX_EDITABLE_FILES:
+                        self.skip(os.path.basename(self.meta_dir), f"editable install of {top!r}: more than "
+                                  f"{MAX_EDITABLE_FILES} files under {path}; the rest is not read")
+                        break
                     dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
                     rel_dir = os.path.relpath(dirpath, path).replace(os.sep, "/")
                     prefix = top if rel_dir == "." else f"{top}/{rel_dir}"
@@ -379,11 +417,11 @@ class InstalledDistribution(Artifact):
 
 
 def _top_level(meta_dir: str) -> list[str]:
-    try:
-        with open(os.path.join(meta_dir, "top_level.txt"), encoding="utf-8", errors="replace") as fh:
-            return [t.strip().replace("\\", "/") for t in fh if t.strip() and ".." not in t]
-    except OSError:
+    data = read_regular(os.path.join(meta_dir, "top_level.txt"))
+    if data is None:
         return []
+    lines = data.decode("utf-8", "replace").splitlines()
+    return [t.strip().replace("\\", "/") for t in lines if t.strip() and ".." not in t and not t.strip().startswith("/")]
 
 
 def _module_files(base: str) -> list[str]:
@@ -398,13 +436,11 @@ def _module_files(base: str) -> list[str]:
 
 
 def _pth_path_lines(site: str, pth: str) -> list[str]:
-    try:
-        with open(pth, encoding="utf-8", errors="replace") as fh:
-            lines = fh.read(1 << 20).splitlines()
-    except OSError:
+    data = read_regular(pth)
+    if data is None:
         return []
     out = []
-    for line in lines:
+    for line in data.decode("utf-8", "replace").splitlines():
         line = line.strip()
         if line and not line.startswith(("#", "import ", "import\t")):
             path = os.path.normpath(os.path.join(site, line))
@@ -417,10 +453,12 @@ def _finder_mapping(path: str) -> dict[str, str]:
     """setuptools' ``MAPPING = {'pkg': '/src/pkg'}`` in an editable finder module, read with ``ast``."""
     import ast
 
+    data = read_regular(path)
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            tree = ast.parse(fh.read(1 << 20))
-    except (OSError, SyntaxError, ValueError):
+        tree = ast.parse(data.decode("utf-8", "replace")) if data is not None else None
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+    if tree is None:
         return {}
     for node in tree.body:
         target = node.target if isinstance(node, ast.AnnAssign) else (
@@ -428,7 +466,7 @@ def _finder_mapping(path: str) -> dict[str, str]:
         if isinstance(target, ast.Name) and target.id == "MAPPING" and node.value is not None:
             try:
                 value = ast.literal_eval(node.value)
-            except ValueError:
+            except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
                 return {}
             if isinstance(value, dict):
                 return {str(k): os.path.normpath(str(v)) for k, v in value.items()

@@ -6,7 +6,7 @@ import os
 import stat
 from typing import IO
 
-from cuaudit.inputs import Artifact, classify, stat_key
+from cuaudit.inputs.artifact import Artifact, classify, stat_key
 from cuaudit.model import ArtifactKind, ArtifactRef, Member, MemberKind
 
 

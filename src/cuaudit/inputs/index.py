@@ -10,13 +10,17 @@ Downloads are cached under the cuaudit cache directory.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
 import sys
 import tempfile
 
-from cuaudit.inputs import Artifact
+from typing import Any
+
+from cuaudit.inputs.artifact import Artifact
+from cuaudit.progress import run_watched
 
 _REQ = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]+$")
 
@@ -60,7 +64,7 @@ def download_dir(spec: str, cache_dir: str | None) -> str:
     return os.path.join(cache_dir or default_cache_dir(), "downloads", f"{canonicalize_name(name)}-{version}")
 
 
-def fetch_requirement(spec: str, *, cache_dir: str | None = None, timeout: float = 600) -> Artifact:
+def fetch_requirement(spec: str, *, cache_dir: str | None = None, timeout: float = 600, progress: Any = None) -> Artifact:
     """The artifact for ``NAME==VERSION`` (downloaded once, then from the cache)."""
     from cuaudit.inputs.file import MissingArtifact
     from cuaudit.inputs.sdist import SdistArtifact, is_sdist_name
@@ -88,7 +92,9 @@ def fetch_requirement(spec: str, *, cache_dir: str | None = None, timeout: float
         # Into a scratch folder, then moved: an interrupted download never
         # leaves a truncated wheel that later runs would take for the release.
         with tempfile.TemporaryDirectory(dir=dest, prefix=".part-") as scratch:
-            wheel = subprocess.run(
+            # with a progress bar: the bytes pip has written so far (cuaudit.progress.run_watched)
+            run = functools.partial(run_watched, progress=progress, label=f"Downloading {spec}") if progress else subprocess.run
+            wheel = run(
                 pip + ["download", "--no-deps", "--only-binary=:all:", "--progress-bar", "off", "-q", "-d", scratch,
                        spec],
                 capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, cwd=scratch,

@@ -41,7 +41,7 @@ def read_pinned(path: str) -> PinnedSet:
 
 
 def _read_requirements(path: str, seen: set[str]) -> PinnedSet:
-    from packaging.requirements import InvalidRequirement, Requirement
+    from cuaudit.requirement import parse_requirement
 
     out = PinnedSet(path)
     real = os.path.realpath(path)
@@ -71,22 +71,21 @@ def _read_requirements(path: str, seen: set[str]) -> PinnedSet:
         if line.startswith("-"):
             continue  # --index-url, --hash, -c ...: options for pip, not packages
         spec = re.split(r"\s+--", line)[0].strip()  # per-line options (--hash=...)
-        try:
-            req = Requirement(spec)
-        except InvalidRequirement:
+        req = parse_requirement(spec)
+        if req is None:
             out.skip(n, f"{spec}: not a requirement cuaudit can read (a path or URL?)")
             continue
-        if req.marker is not None and not req.marker.evaluate():
+        if not req.applies_here():
             continue  # not for this interpreter: pip would not install it either
         if req.url:
             out.skip(n, f"{spec}: a direct URL, not a release of the index")
             continue
-        exact = [s for s in req.specifier if s.operator in ("==", "===") and "*" not in s.version]
-        if len(exact) != 1:
+        version = req.pinned()
+        if version is None:
             out.skip(n, f"{spec}: not pinned to one version (==): which wheel pip would install is not known "
                         "before resolving; pin it (pip-compile, pip freeze) to audit it")
             continue
-        out.pins.append((n, f"{req.name}=={exact[0].version}"))
+        out.pins.append((n, f"{req.name}=={version}"))
     return out
 
 

@@ -14,7 +14,8 @@ import zipfile
 import zlib
 from typing import IO
 
-from cuaudit.inputs import Artifact, classify, unsafe_member_name
+from cuaudit.inputs.artifact import Artifact, classify, file_identity, key_text, unsafe_member_name
+from cuaudit.inputs.budgets import budget
 from cuaudit.inputs.wheel import MAX_ENTRIES, MAX_MEMBER_SIZE, MAX_RATIO, MIN_RATIO_SIZE, ZipArtifact
 from cuaudit.model import ArtifactKind, ArtifactRef, Member
 
@@ -22,13 +23,49 @@ _TAR_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tar.xz", ".tar")
 #: Members of a tar sdist are kept in memory after one sequential pass (a
 #: compressed tar cannot seek back cheaply); only those we may analyse, and
 #: only up to this size each.
-MAX_TAR_MEMBER = 64 * 1024**2
+MAX_TAR_MEMBER = budget("TAR_MEMBER")
+
+
+#: ... and no more than this in all: the rest is listed as skipped (CU004).
+MAX_TAR_HELD = budget("TAR_HELD")
+#: A GNU long name / long link or a pax header larger than this ends the
+#: listing (CU004): tarfile reads one whole into memory before the member.
+MAX_TAR_HEADER = budget("TAR_HEADER")
+#: ... and so does a chain of more extension headers than this before one
+#: member (tarfile follows the chain recursively).
+MAX_TAR_HEADER_CHAIN = budget("TAR_HEADER_CHAIN")
+
+
+class _TarBudget(tarfile.TarError):
+    """An extension header past the budgets (not a HeaderError: tarfile must not swallow it)."""
+
+
+class _BoundedTarInfo(tarfile.TarInfo):
+    """tarfile's member header, refusing extension headers past the budgets before reading them."""
+
+    def _bounded(self, tf: tarfile.TarFile, proc):
+        if self.size > MAX_TAR_HEADER:
+            raise _TarBudget(f"an extension header of {self.size} bytes (more than {MAX_TAR_HEADER})")
+        depth = getattr(tf, "_cuaudit_chain", 0) + 1
+        if depth > MAX_TAR_HEADER_CHAIN:
+            raise _TarBudget(f"more than {MAX_TAR_HEADER_CHAIN} extension headers in a row")
+        tf._cuaudit_chain = depth
+        try:
+            return proc(tf)
+        finally:
+            tf._cuaudit_chain = depth - 1
+
+    def _proc_gnulong(self, tf):
+        return self._bounded(tf, super()._proc_gnulong)
+
+    def _proc_pax(self, tf):
+        return self._bounded(tf, super()._proc_pax)
 
 
 #: Members of tar sdists read by this process, by (path, size, mtime).  Forked
 #: workers inherit it (memory, not file offsets: safe), so the chunks of a big
 #: sdist are not decompressed again in every worker.
-_TAR_DATA: dict[tuple[str, int, int], dict[str, bytes]] = {}
+_TAR_DATA: dict[tuple[str, str], dict[str, bytes]] = {}
 
 
 def is_sdist_name(path: str) -> bool:
@@ -91,6 +128,9 @@ class TarSdist(Artifact):
             return []
         try:
             data = self._read_all()
+        except _TarBudget as exc:  # in the first member's headers (later ones end the listing there)
+            self.problem("CU004", f"{os.path.basename(path)}: {exc}; it is not read", reason="tar header")
+            return []
         except (tarfile.TarError, EOFError, zipfile.BadZipFile, ValueError, zlib.error, lzma.LZMAError, OSError) as exc:
             # gzip/bzip2/xz raise OSError subclasses (BadGzipFile) on bad data: the
             # file was readable (we hashed it), so any error here is about its content.
@@ -105,14 +145,13 @@ class TarSdist(Artifact):
             self.problem("CU002" if is_tar else "CU006",
                          f"{os.path.basename(path)}: {'corrupt or truncated' if is_tar else 'not a'} tar archive ({exc})")
             return []
-        return [Member(p, classify(p), len(b), f"sdist:{digest}:{p}") for p, b in sorted(data.items())]
+        return [Member(p, classify(p), len(b), f"sdist:{digest}:{key_text(p)}") for p, b in sorted(data.items())]
 
     def _read_all(self) -> dict[str, bytes]:
         """One sequential pass (a compressed tar cannot seek back cheaply)."""
         if self._h_data is not None:
             return self._h_data
-        st = os.stat(self.ref.path)
-        key = (self.ref.path, st.st_size, st.st_mtime_ns)
+        key = (self.ref.path, file_identity(os.stat(self.ref.path)))
         if key in _TAR_DATA:  # read by this process already, or by the parent it was forked from
             self._h_data = _TAR_DATA[key]
             return self._h_data
@@ -120,8 +159,9 @@ class TarSdist(Artifact):
         big: list[str] = []
         compressed = max(os.path.getsize(self.ref.path), 1)
         declared = 0
-        with tarfile.open(self.ref.path, "r:*") as tf:
-            for count, info in enumerate(tf):
+        held = 0
+        with tarfile.open(self.ref.path, "r:*", tarinfo=_BoundedTarInfo) as tf:
+            for count, info in enumerate(_members_within_budget(tf, self)):
                 if count >= MAX_ENTRIES:
                     self.problem("CU004", f"{os.path.basename(self.ref.path)} has more than {MAX_ENTRIES} members; "
                                  "the rest is not read", declared_entries=count)
@@ -152,14 +192,16 @@ class TarSdist(Artifact):
                                  f"{compressed} compressed; the rest of the archive is not read",
                                  member=info.name, declared_size=declared, compressed_size=compressed)
                     break
-                if info.size > MAX_TAR_MEMBER:
+                if info.size > MAX_TAR_MEMBER or held + info.size > MAX_TAR_HELD:
                     big.append(info.name)
                     continue
+                held += info.size
                 fh = tf.extractfile(info)
                 by_name[info.name] = fh.read(info.size) if fh else b""
         prefix = _common_prefix(list(by_name) + big)
         for name in big:
-            self.skip(_strip(name, prefix), f"larger than {MAX_TAR_MEMBER} bytes; not read from the sdist")
+            self.skip(_strip(name, prefix), f"larger than {MAX_TAR_MEMBER} bytes, or past {MAX_TAR_HELD} bytes "
+                      "of members read; not read from the sdist")
         self._h_data = {_strip(name, prefix): blob for name, blob in by_name.items()}
         if len(_TAR_DATA) >= 4:
             _TAR_DATA.pop(next(iter(_TAR_DATA)))
@@ -168,3 +210,17 @@ class TarSdist(Artifact):
 
     def open_member(self, path: str) -> IO[bytes]:
         return io.BytesIO(self._read_all()[path])
+
+
+def _members_within_budget(tf: tarfile.TarFile, art: Artifact):
+    """The members of ``tf`` up to the first extension header past the budgets (a CU004 finding)."""
+    while True:
+        try:
+            info = tf.next()
+        except _TarBudget as exc:
+            art.problem("CU004", f"{os.path.basename(art.ref.path)}: {exc}; the rest of the archive is not read",
+                        reason="tar header")
+            return
+        if info is None:
+            return
+        yield info

@@ -7,7 +7,7 @@ import os
 import stat
 from typing import IO, Iterable
 
-from cuaudit.inputs import Artifact, classify, stat_key
+from cuaudit.inputs.artifact import Artifact, classify, read_regular, stat_key
 from cuaudit.model import ArtifactKind, ArtifactRef, Member
 
 #: Folders that are never part of the source (caches, VCS, virtual environments).
@@ -94,16 +94,18 @@ class TreeArtifact(Artifact):
 
 def _project_name(root: str) -> tuple[str, str]:
     """The project's name and version from pyproject.toml, when it states them."""
-    try:
-        from cuaudit.compat import tomllib
+    from cuaudit.compat import tomllib
 
-        with open(os.path.join(root, "pyproject.toml"), "rb") as fh:
-            project = tomllib.load(fh).get("project", {})
-        name = project.get("name", "")
-        version = project.get("version", "")
-        return (name if isinstance(name, str) else "", version if isinstance(version, str) else "")
-    except (OSError, ValueError):
+    data = read_regular(os.path.join(root, "pyproject.toml"), 4 * 1024**2)  # never a FIFO
+    try:
+        project = tomllib.loads(data.decode("utf-8")).get("project", {}) if data is not None else {}
+    except (ValueError, RecursionError):
+        return "", ""  # the pyproject extractor reports what is wrong with it
+    if not isinstance(project, dict):
         return "", ""
+    name = project.get("name", "")
+    version = project.get("version", "")
+    return (name if isinstance(name, str) else "", version if isinstance(version, str) else "")
 
 
 class NamedFiles(Artifact):

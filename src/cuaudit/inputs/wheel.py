@@ -7,28 +7,34 @@ import struct
 import zipfile
 from typing import IO
 
-from cuaudit.inputs import Artifact, classify, is_symlink_mode, unsafe_member_name
+from cuaudit.inputs.budgets import budget
+from cuaudit.inputs._zip_member import MemberStream, ZipEntry
+from cuaudit.inputs.artifact import Artifact, classify, file_identity, is_symlink_mode, key_text, unsafe_member_name
 from cuaudit.model import ArtifactKind, ArtifactRef, Member
 
 #: A member whose declared size is above this is not read (zip bombs).
-MAX_MEMBER_SIZE = 8 * 1024**3
+MAX_MEMBER_SIZE = budget("MEMBER_SIZE")
 #: ... nor one that inflates more than this ratio once past MIN_RATIO_SIZE.
-MAX_RATIO = 1000
-MIN_RATIO_SIZE = 64 * 1024**2
+MAX_RATIO = budget("RATIO")
+MIN_RATIO_SIZE = budget("RATIO_FROM")
 
 
 #: An archive declaring more entries than this is not listed (torch 2.8.0 has 12,098).
-MAX_ENTRIES = 400_000
+MAX_ENTRIES = budget("ENTRIES")
 
 
 def _declared_entries(path: str) -> int:
-    """The entry count the end-of-central-directory record declares (0 if none found)."""
+    """The most entries the end-of-central-directory record allows (0 if none found)."""
     try:
         with open(path, "rb") as fh:
             record = zipfile._EndRecData(fh)  # reads only the end of the file
     except (OSError, AttributeError, struct.error, ValueError):
         return 0
-    return int(record[zipfile._ECD_ENTRIES_TOTAL]) if record else 0
+    if not record:
+        return 0
+    # The count may lie low: zipfile parses the whole central directory whatever
+    # it says, and each entry takes at least 46 bytes of it.
+    return max(int(record[zipfile._ECD_ENTRIES_TOTAL]), int(record[zipfile._ECD_SIZE]) // 46)
 
 
 #: stored, deflate, bzip2, lzma: what zipfile (and so pip) reads
@@ -50,7 +56,7 @@ def parse_wheel_name(filename: str) -> tuple[str, str]:
 #: parallel extraction arrives in a worker as a fresh copy of its artifact;
 #: without this, every chunk re-parsed the central directory (1 s for the
 #: 11,500 entries of torch 2.8.0), which made `-j 2` slower than `-j 1`.
-_OPEN_ZIPS: dict[tuple[str, int, int], zipfile.ZipFile] = {}
+_OPEN_ZIPS: dict[tuple[str, str], zipfile.ZipFile] = {}
 # A forked worker must not read through its parent's file descriptors: they
 # share one file offset, and two processes seeking in it read each other's
 # bytes (CRC errors, wrong facts).  Children start with no open zip.
@@ -58,14 +64,23 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_OPEN_ZIPS.clear)
 
 
-def _open_zip(path: str) -> zipfile.ZipFile:
-    st = os.stat(path)
-    key = (path, st.st_size, st.st_mtime_ns)
+def _open_zip(path: str, identity: str) -> zipfile.ZipFile:
+    """The archive at ``path``, which must still be the file of that :func:`file_identity`.
+
+    Member keys carry the identity taken when the archive was listed: reading
+    another file's bytes under them (one swapped in mid-audit) would cache
+    facts of those bytes for the listed ones.
+    """
+    key = (path, identity)
     zf = _OPEN_ZIPS.get(key)
     if zf is None:
+        zf = zipfile.ZipFile(path)
+        if file_identity(os.fstat(zf.fp.fileno())) != identity:
+            zf.close()
+            raise OSError(f"{path} changed while it was being audited")
         if len(_OPEN_ZIPS) >= 8:  # keep a few: file handles are finite
             _OPEN_ZIPS.pop(next(iter(_OPEN_ZIPS))).close()
-        zf = _OPEN_ZIPS[key] = zipfile.ZipFile(path)
+        _OPEN_ZIPS[key] = zf
     return zf
 
 
@@ -78,11 +93,14 @@ class ZipArtifact(Artifact):
     def __init__(self, ref: ArtifactRef) -> None:
         super().__init__(ref)
         self._h_zip: zipfile.ZipFile | None = None
-        self._names: dict[str, str] = {}  # member path -> name in the zip
+        self._entries: dict[str, ZipEntry] = {}  # member path -> its central directory entry
+        self._identity = ""  # file_identity of the archive when it was listed
 
     def _zip(self) -> zipfile.ZipFile:
         if self._h_zip is None or self._h_zip.fp is None:  # None, or closed when evicted from _OPEN_ZIPS
-            self._h_zip = _open_zip(self.ref.path)
+            if not self._identity:
+                self._identity = file_identity(os.stat(self.ref.path))
+            self._h_zip = _open_zip(self.ref.path, self._identity)
         return self._h_zip
 
     def list_members(self) -> list[Member]:
@@ -103,9 +121,13 @@ class ZipArtifact(Artifact):
                          declared_entries=entries)
             return []
         try:
+            # the archive's identity, taken before it is opened: facts of its
+            # members are cached under it, never under what the archive claims
+            self._identity = file_identity(os.stat(path))
             zf = self._zip()
             infos = zf.infolist()
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError, NotImplementedError, struct.error) as exc:
+            # NotImplementedError: zipfile's answer to a "version needed to extract" it does not know
             self.problem("CU002", f"{os.path.basename(path)}: corrupt or truncated zip ({exc})")
             return []
         return self._members_from(infos, os.path.getsize(path))
@@ -121,7 +143,7 @@ class ZipArtifact(Artifact):
         # are flagged: in Fifield's overlapping bomb the first entry, whose data
         # covers all the others, is the one that inflates the most.
         spans = sorted((i.header_offset, i.header_offset + 30 + len(i.orig_filename)
-                        + i.compress_size, i.filename) for i in infos if not i.is_dir())
+                        + i.compress_size, i.filename) for i in infos if not i.filename.endswith("/"))
         overlapping: set[str] = set()
         reach, owner = -1, ""
         for start, end, name in spans:
@@ -131,7 +153,7 @@ class ZipArtifact(Artifact):
                 reach, owner = end, name
         for info in infos:
             name = info.filename
-            if info.is_dir():
+            if info.filename.endswith("/"):
                 continue
             why = unsafe_member_name(name)
             if why:
@@ -173,19 +195,27 @@ class ZipArtifact(Artifact):
                 self.problem("CU003", f"member {name!r} appears twice in the archive", member=path, reason="duplicate")
                 continue
             seen.add(path)
-            self._names[path] = name
-            # The member's whole path, not its base name: extractors may record
-            # where a file is (a module's dotted name), and two empty
-            # `__init__.py` of one wheel share CRC and sizes.  Same path, same
-            # bytes in the next release: still a cache hit.
-            key = f"zip:{path}:{info.CRC:08x}:{info.file_size}:{info.compress_size}"
+            self._entries[path] = ZipEntry(name, info.header_offset, info.compress_size, info.file_size,
+                                           info.compress_type, info.CRC)
+            # What the archive says about a member (CRC-32, sizes) is chosen by
+            # whoever made it, and CRC-32 can be forged: alone it would let a
+            # crafted wheel inherit the facts of a clean one.  So the key starts
+            # with the archive file's own identity (device, inode, size, mtime,
+            # ctime: a different or rewritten file never matches), then the
+            # member's whole path (extractors may record where a file is; two
+            # empty `__init__.py` share CRC and sizes), CRC, sizes and offset.
+            key = (f"zip:{self._identity}:{info.header_offset}:{key_text(path)}:{info.CRC:08x}:"
+                   f"{info.file_size}:{info.compress_size}")
             members.append(Member(path, classify(path), info.file_size, key))
         return members
 
     def open_member(self, path: str) -> IO[bytes]:
-        if not self._names:
-            self.members  # noqa: B018 - lists the archive, filling the name map
-        return self._zip().open(self._names.get(path, path))
+        if not self._entries:
+            self.members  # noqa: B018 - lists the archive, filling the entry map
+        entry = self._entries.get(path)
+        if entry is None:
+            raise KeyError(f"{path}: no such member")
+        return MemberStream(self.ref.path, self._identity, entry)
 
 
 class WheelArtifact(ZipArtifact):

@@ -32,6 +32,9 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+from cuaudit.model import ProbeRecord
+from cuaudit.probe.command import run_command
+
 _CHILD = r'''
 import ctypes, importlib.util, json, os, sys, types
 spec_in = json.load(open(sys.argv[1]))
@@ -160,8 +163,7 @@ def probe_consumer(
                 json.dump({"modules": state, "consumer": module, "path": path}, fh)
             open(log_file, "w").close()
             try:
-                subprocess.run([python, "-S", child, spec_file, log_file], env=env, timeout=timeout,
-                               capture_output=True, stdin=subprocess.DEVNULL, check=False)
+                run_command([python, "-S", child, spec_file, log_file], env=env, timeout=timeout)
             except subprocess.TimeoutExpired:
                 result.outcome = f"timed out after {timeout:g}s"
                 break
@@ -215,3 +217,15 @@ def probe_consumer(
                 break
     result.seconds = time.perf_counter() - started
     return result
+
+
+def probe_request(*, timeout: float, python: str, module: str, path: str, providers: dict[str, dict]) -> tuple[ProbeResult, list[ProbeRecord]]:
+    """The ``capi`` probe (through :class:`cuaudit.probe.Prober`): one consumer module."""
+    result = probe_consumer(python, module, path, providers, timeout=timeout)
+    record = ProbeRecord(
+        what=f"import {module} against stand-in providers ({', '.join(sorted(providers))})",
+        command=f"{python} -S <probe> {path}",
+        seconds=round(result.seconds, 3),
+        outcome=f"{result.outcome} ({result.runs} runs)",
+    )
+    return result, [record]

@@ -30,7 +30,8 @@ import time
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
-from cuaudit.model import ArtifactKind
+from cuaudit.model import ArtifactKind, ProbeRecord
+from cuaudit.probe.command import run_command
 
 # Only built-in modules here: anything else would pre-import what we test.
 _SCRIPT = r"""
@@ -146,7 +147,7 @@ def probe_submodules(
         shown = f"{shlex.quote(python)} -I -S -B -c <probe> {parent} {' '.join(subs)}"
         started = time.perf_counter()
         try:
-            proc = subprocess.run(cmd, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL, env=_clean_env())
+            proc = run_command(cmd, timeout=timeout, env=_clean_env())
             out = proc.stdout.decode("utf-8", "replace")
             outcome = f"exit {proc.returncode}"
         except subprocess.TimeoutExpired:
@@ -267,3 +268,20 @@ def _tree_roots(art, modules: Mapping[str, object]) -> list[str]:
 
 def default_python(environment=None) -> str:
     return environment.python if environment is not None else sys.executable
+
+
+def probe_request(
+    *, timeout: float, artifacts: Sequence, modules_of: Mapping[int, Mapping[str, object]], environment,
+    pairs: Mapping[str, Sequence[str]], stdlib_only: bool = False,
+) -> tuple[dict[tuple[str, str], ProbeResult], list[ProbeRecord]]:
+    """The ``imports`` probe (through :class:`cuaudit.probe.Prober`): every ``parent.sub`` of ``pairs``.
+
+    ``stdlib_only``: every parent is a standard-library module, so no audited
+    artifact is put on the path (no wheel is unpacked).
+    """
+    python = default_python(environment)
+    with ProbeTree([] if stdlib_only else artifacts, modules_of, None if stdlib_only else environment) as sys_path:
+        results, runs = probe_submodules(python, sys_path, pairs, timeout=timeout)
+    records = [ProbeRecord(what=f"import {r.parent}; {r.parent}.<submodule>", command=r.command,
+                           seconds=round(r.seconds, 3), outcome=r.outcome) for r in runs]
+    return results, records

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import io
 import os
+import stat
+import tempfile
 from dataclasses import dataclass, field
 
 from cuaudit.model import Applicability, ArtifactKind, Edit, Finding
@@ -23,10 +26,23 @@ class FixResult:
     fixed: list[Finding] = field(default_factory=list)
     diff: str = ""
     files: list[str] = field(default_factory=list)
+    #: files left unchanged, and why (not text, not a regular file, a write that failed)
+    errors: list[str] = field(default_factory=list)
 
     def remaining(self, report):
         fixed = {id(f) for f in self.fixed}
         return dataclasses.replace(report, findings=[f for f in report.findings if id(f) not in fixed])
+
+
+def source_lines(text: str) -> list[str]:
+    """Lines as Python's tokenizer counts them (ends kept): only ``\n``, ``\r\n`` and ``\r`` end one.
+
+    ``str.splitlines`` also breaks at form feed, vertical tab, ``\x1c-\x1e``,
+    ``\x85`` and U+2028/2029: a comment holding one would then shift every
+    line after it, and an edit meant for the next line would land after that
+    character, inside the comment, turning the rest of it into live code.
+    """
+    return io.StringIO(text, newline="").readlines()
 
 
 def _offset(lines: list[str], line: int, column: int) -> int:
@@ -34,7 +50,7 @@ def _offset(lines: list[str], line: int, column: int) -> int:
 
 
 def apply_edits(text: str, edits: list[Edit]) -> str:
-    lines = text.splitlines(keepends=True)
+    lines = source_lines(text)
     spans = sorted(
         ((_offset(lines, e.start_line, e.start_column), _offset(lines, e.end_line, e.end_column), e.content) for e in edits),
         reverse=True,
@@ -48,6 +64,7 @@ def apply_fixes(report, *, unsafe: bool = False, write: bool = True) -> FixResul
     allowed = {Applicability.SAFE} | ({Applicability.UNSAFE} if unsafe else set())
     per_file: dict[str, list[Finding]] = {}
     archived: dict[str, tuple[str, str]] = {}  # display path -> (sdist path, member)
+    base_of: dict[str, str] = {}  # file to fix -> the folder it must stay inside
     for f in report.findings:
         if f.fix is None or not f.fix.edits or f.fix.applicability not in allowed:
             continue
@@ -67,9 +84,11 @@ def apply_fixes(report, *, unsafe: bool = False, write: bool = True) -> FixResul
         for e in f.fix.edits:
             path = os.path.join(base, *e.member.split("/")) if art.kind is ArtifactKind.TREE else art.path
             per_file.setdefault(path, [])
+            base_of[path] = base
         path = os.path.join(base, *f.fix.edits[0].member.split("/")) if art.kind is ArtifactKind.TREE else art.path
         per_file[path].append(f)
     result = FixResult()
+    pending: list[tuple[str, bytes, int]] = []
     for path, findings in sorted(per_file.items()):
         if not findings:
             continue
@@ -78,11 +97,14 @@ def apply_fixes(report, *, unsafe: bool = False, write: bool = True) -> FixResul
             if before is None:
                 continue
         else:
-            with open(path, encoding="utf-8", newline="") as fh:
-                before = fh.read()
+            read = _read_source(path, base_of[path])
+            if isinstance(read, str):
+                result.errors.append(read)
+                continue
+            before, encoding, mode = read
         taken: list[tuple[int, int]] = []
         edits: list[Edit] = []
-        lines = before.splitlines(keepends=True)
+        lines = source_lines(before)
         for f in sorted(findings, key=Finding.sort_key):
             spans = [(_offset(lines, e.start_line, e.start_column), _offset(lines, e.end_line, e.end_column)) for e in f.fix.edits]
             if all(e in edits for e in f.fix.edits):
@@ -102,11 +124,72 @@ def apply_fixes(report, *, unsafe: bool = False, write: bool = True) -> FixResul
             # An archive is not a source: its fixes are shown, never written (nor counted as fixed).
             result.fixed = [f for f in result.fixed if f not in findings]
             continue
+        try:
+            data = after.encode(encoding)
+        except UnicodeEncodeError as exc:
+            result.errors.append(f"{path}: the fixed text cannot be written as {encoding} ({exc.reason}); left unchanged")
+            result.fixed = [f for f in result.fixed if f not in findings]
+            continue
         result.files.append(path)
-        if write:
-            with open(path, "w", encoding="utf-8", newline="") as fh:
-                fh.write(after)
+        pending.append((path, data, mode))
+    if write and pending:
+        _write_all(pending, result)
     return result
+
+
+def _read_source(path: str, base: str) -> tuple[str, str, int] | str:
+    """(text, encoding, mode) of a source file to fix, or why it is left alone.
+
+    Only a regular file inside ``base``, not a link: a symlink, or a path
+    through a linked folder, may lead out of the tree.  (A hard link cannot
+    be told from the file itself; writing a new file in its place leaves the
+    other names of the inode as they were.)
+    """
+    import tokenize
+
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return f"{path}: not a regular file; left unchanged"
+        real_base = os.path.realpath(base)
+        if not os.path.realpath(path).startswith(real_base.rstrip(os.sep) + os.sep) and os.path.realpath(path) != real_base:
+            return f"{path}: outside {base}; left unchanged"
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        return f"{path}: cannot read it ({exc.strerror or exc}); left unchanged"
+    try:
+        # as the extractors read it: a PEP 263 declaration or a BOM decides, else UTF-8
+        encoding = tokenize.detect_encoding(io.BytesIO(data).readline)[0] if path.endswith((".py", ".pyi")) else "utf-8"
+        return data.decode(encoding), encoding, stat.S_IMODE(st.st_mode)
+    except (UnicodeDecodeError, SyntaxError, LookupError) as exc:
+        return f"{path}: not valid text ({exc}); left unchanged"
+
+
+def _write_all(pending: list[tuple[str, bytes, int]], result: FixResult) -> None:
+    """Write every fixed file or none: each to a new file beside it first, then
+    all renamed over the originals (a rename is atomic: a reader sees the old
+    file or the new one, never half of either)."""
+    temps: list[tuple[str, str]] = []
+    try:
+        for path, data, mode in pending:
+            fd, tmp = tempfile.mkstemp(prefix=".cuaudit-fix-", dir=os.path.dirname(path))
+            temps.append((tmp, path))
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.chmod(tmp, mode)
+    except OSError as exc:
+        for tmp, _ in temps:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        result.errors.append(f"cannot write the fixes ({exc}); no file was changed")
+        result.files.clear()
+        result.fixed.clear()
+        return
+    for tmp, path in temps:
+        os.replace(tmp, path)
 
 
 def _archived_text(archive: str, member: str) -> str | None:

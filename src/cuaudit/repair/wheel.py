@@ -23,6 +23,7 @@ import io
 import os
 import shutil
 import struct
+import tempfile
 import zipfile
 from dataclasses import dataclass, field
 
@@ -48,7 +49,17 @@ class RepairResult:
 
 
 def remove_needed(data: bytes, names: set[str] | frozenset[str], path: str = "") -> tuple[bytes, list[str]]:
-    """``data`` with the DT_NEEDED entries naming ``names`` removed; and the names removed."""
+    """``data`` with the DT_NEEDED entries naming ``names`` removed; and the names removed.
+
+    A malformed file is an InputError (CU005), never another exception.
+    """
+    try:
+        return _remove_needed(data, names, path)
+    except (struct.error, IndexError, ValueError, OverflowError) as exc:
+        raise InputError("CU005", f"{path}: malformed ELF file ({exc}); not edited") from None
+
+
+def _remove_needed(data: bytes, names: set[str] | frozenset[str], path: str) -> tuple[bytes, list[str]]:
     if data[:4] != b"\x7fELF":
         raise InputError("CU006", f"{path}: not an ELF file")
     L = _Layout(data[4], data[5] == 1)
@@ -140,6 +151,7 @@ def rewrite_wheel(wheel: str, removals: list[Removal], out_dir: str | None, *, d
     the removals applied and WHEEL's ``Build:`` and RECORD to match (nothing is written when dry_run)."""
     result = RepairResult(wheel, None)
     wanted = {r.member: r for r in removals}
+    art = _sound_wheel(wheel)
     with zipfile.ZipFile(wheel) as src:
         infos = src.infolist()
         record_name = next((i.filename for i in infos if i.filename.endswith(".dist-info/RECORD")), None)
@@ -148,8 +160,13 @@ def rewrite_wheel(wheel: str, removals: list[Removal], out_dir: str | None, *, d
             r = wanted.get(info.filename)
             if r is None:
                 continue
-            data = src.read(info)
-            new, removed = remove_needed(data, set(r.libraries), info.filename)
+            with art.open_member(info.filename) as fh:  # bounded, CRC checked
+                data = fh.read()
+            try:
+                new, removed = remove_needed(data, set(r.libraries), info.filename)
+            except InputError:
+                result.skipped.append(info.filename)  # a member it cannot parse is copied unchanged
+                continue
             if removed:
                 edited[info.filename] = new
                 result.removals.append(Removal(info.filename, tuple(removed), r.reasons))
@@ -174,23 +191,63 @@ def rewrite_wheel(wheel: str, removals: list[Removal], out_dir: str | None, *, d
                     row = [row[0], _record_hash(edited[row[0]]), str(len(edited[row[0]]))]
                 w.writerow(row)
             record = buf.getvalue().encode()
-        tmp = target + ".part"
-        with zipfile.ZipFile(tmp, "w") as dst:
-            for info in infos:
-                zi = zipfile.ZipInfo(info.filename, info.date_time)
-                zi.compress_type = info.compress_type
-                zi.external_attr = info.external_attr
-                zi.create_system = info.create_system
-                if info.filename in edited:
-                    dst.writestr(zi, edited[info.filename])
-                elif info.filename == record_name and record is not None:
-                    dst.writestr(zi, record)
-                elif not _copy_raw(src, info, dst):
-                    with src.open(info) as fin, dst.open(zi, "w", force_zip64=info.file_size > 2**31) as fout:
-                        shutil.copyfileobj(fin, fout, 1 << 20)
-        os.replace(tmp, target)
+        # A new file of our own beside the target (O_EXCL, random name): a planted
+        # `<target>.part` symlink would otherwise be written through, anywhere.
+        fd, tmp = tempfile.mkstemp(prefix=".cuaudit-repair-", suffix=".part", dir=out_dir or ".")
+        try:
+            with os.fdopen(fd, "w+b") as out, zipfile.ZipFile(out, "w") as dst:
+                _copy_members(src, art, infos, dst, edited, record_name, record)
+            os.replace(tmp, target)  # replaces a link at `target` itself, never what it points to
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
         result.output = target
     return result
+
+
+def _sound_wheel(wheel: str):
+    """The wheel as cuaudit reads it, or ValueError when a "repaired" copy would carry what it must not.
+
+    A member named ``../x`` or ``/etc/x``, a symbolic link, an encrypted,
+    duplicated, overlapping or oversized member, a corrupt archive: copied
+    unchanged, it would come out blessed by a repair.  Refused instead.
+    """
+    from cuaudit.inputs.wheel import WheelArtifact
+
+    art = WheelArtifact(wheel)
+    art.members  # noqa: B018 - lists the archive, collecting its problems
+    bad = [p for p in art.problems if p.code in ("CU001", "CU002", "CU003", "CU004")]
+    if bad:
+        raise ValueError(f"{os.path.basename(wheel)} is not repaired: " + "; ".join(p.message for p in bad[:5]))
+    return art
+
+
+def _copy_members(src, art, infos, dst, edited, record_name, record) -> None:
+    for info in infos:
+        if not info.filename.endswith("/") and info.filename not in edited and info.filename != record_name:
+            # a copied member's bytes must be the ones its CRC-32 names (raw copies do not inflate)
+            try:
+                with art.open_member(info.filename) as fh:
+                    while fh.read(1 << 20):
+                        pass
+            except zipfile.BadZipFile as exc:
+                raise ValueError(f"{os.path.basename(art.ref.path)} is not repaired: {exc}") from None
+    for info in infos:
+        zi = zipfile.ZipInfo(info.filename, info.date_time)
+        zi.compress_type = info.compress_type
+        zi.external_attr = info.external_attr
+        zi.create_system = info.create_system
+        if info.filename in edited:
+            dst.writestr(zi, edited[info.filename])
+        elif info.filename == record_name and record is not None:
+            dst.writestr(zi, record)
+        elif not _copy_raw(src, info, dst):
+            with (src.open(info) if info.filename.endswith("/") else art.open_member(info.filename)) as fin, \
+                    dst.open(zi, "w", force_zip64=info.file_size > 2**31) as fout:
+                shutil.copyfileobj(fin, fout, 1 << 20)
 
 
 def _copy_raw(src: zipfile.ZipFile, info: zipfile.ZipInfo, dst: zipfile.ZipFile) -> bool:

@@ -11,6 +11,8 @@ import os
 from typing import TYPE_CHECKING
 
 from cuaudit.model import ArtifactKind, Severity
+from cuaudit.report import fix_text
+from cuaudit.escape import printable
 
 if TYPE_CHECKING:  # pragma: no cover
     from cuaudit.engine import Report
@@ -19,6 +21,8 @@ _LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "
 
 
 def _escape_data(text: str) -> str:
+    """The Actions toolkit's escaping of a command's data; what comes from an input is
+    :func:`printable` before (no control or bidi character of it reaches the log)."""
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
@@ -39,7 +43,7 @@ def render(report: "Report", *, color: bool = False) -> str:
             path = loc.artifact.path
         if path:
             rel = os.path.relpath(path, cwd)
-            props.append(f"file={_escape_prop(rel if not rel.startswith('..') else path)}")
+            props.append(f"file={_escape_prop(printable(rel if not rel.startswith('..') else path))}")
             if loc.line:
                 props.append(f"line={loc.line}")
                 if loc.end_line:
@@ -49,10 +53,10 @@ def render(report: "Report", *, color: bool = False) -> str:
                     if loc.end_column:
                         props.append(f"endColumn={loc.end_column}")
         props.append(f"title={_escape_prop(f'{f.code} ' + _rule_name(f.code))}")
-        where = "" if path else f"{loc}: "
-        message = f"{where}{f.message}"
+        where = "" if path else f"{printable(str(loc))}: "
+        message = f"{where}{printable(f.message)}"
         if f.fix is not None:
-            message += f"\nFix: {f.fix.description}"
+            message += fix_text(f.fix)
         lines.append(f"::{_LEVEL[f.severity]} {','.join(props)}::{_escape_data(message)}")
     return "\n".join(lines) + ("\n" if lines else "")
 

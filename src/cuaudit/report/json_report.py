@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from cuaudit.model import ArtifactRef, EnvironmentInfo, Finding, Location, Skipped
+from cuaudit.model import ArtifactRef, EnvironmentInfo, Finding, Fix, Location, Skipped
+from cuaudit.escape import printable, valid_unicode_deep
 
 if TYPE_CHECKING:  # pragma: no cover
     from cuaudit.engine import Report
@@ -36,36 +37,40 @@ def location_dict(loc: Location) -> dict[str, Any]:
 def finding_dict(f: Finding) -> dict[str, Any]:
     from cuaudit.rules import get
 
-    fix = None
-    if f.fix is not None:
-        fix = {
-            "description": f.fix.description,
-            "applicability": str(f.fix.applicability),
-            "edits": [
-                {
-                    "member": e.member,
-                    "start": {"line": e.start_line, "column": e.start_column},
-                    "end": {"line": e.end_line, "column": e.end_column},
-                    "content": e.content,
-                }
-                for e in f.fix.edits
-            ],
-        }
     return {
         "code": f.code,
         "rule": get(f.code).name,
         "severity": str(f.severity),
-        "message": f.message,
+        "message": printable(f.message),
         "location": location_dict(f.location),
-        "fix": fix,
+        "fix": None if f.fix is None else fix_dict(f.fix),
         "evidence": _jsonable(f.evidence),
         "origin": f.origin,
         "fingerprint": f.fingerprint(),
     }
 
 
+def fix_dict(fix: Fix) -> dict[str, Any]:
+    """A fix as JSON (SARIF's result properties carry the same texts)."""
+    return {
+        "description": printable(fix.description),
+        "user": printable(fix.user) if fix.user else None,
+        "maintainer": printable(fix.maintainer) if fix.maintainer else None,
+        "applicability": str(fix.applicability),
+        "edits": [
+            {
+                "member": e.member,
+                "start": {"line": e.start_line, "column": e.start_column},
+                "end": {"line": e.end_line, "column": e.end_column},
+                "content": e.content,
+            }
+            for e in fix.edits
+        ],
+    }
+
+
 def skipped_dict(s: Skipped) -> dict[str, Any]:
-    return {"location": location_dict(s.location), "reason": s.reason, "code": s.code or None}
+    return {"location": location_dict(s.location), "reason": printable(s.reason), "code": s.code or None}
 
 
 def _jsonable(value: Any) -> Any:
@@ -93,9 +98,11 @@ def environment_dict(env: EnvironmentInfo) -> dict[str, Any]:
 
 
 def document(report: "Report") -> dict[str, Any]:
+    """The report as JSON data.  Names that are not valid UTF-8 show their bytes as ``\\xNN``;
+    messages and fix texts are display text, with controls and bidi characters escaped too."""
     env = report.environment
     counts = report.counts()
-    return {
+    return valid_unicode_deep({
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "cuaudit", "version": report.tool_version},
         "command": report.command,
@@ -117,7 +124,21 @@ def document(report: "Report") -> dict[str, Any]:
             {"what": p.what, "command": p.command, "seconds": p.seconds, "outcome": p.outcome} for p in report.probes
         ],
         "stats": dict(report.stats),
-    }
+    })
+
+
+def statistics_document(report: "Report") -> list[dict[str, Any]]:
+    """``--statistics --format json``: one row per rule code, most frequent first (ruff's shape, plus severities)."""
+    from cuaudit.report.grouping import statistics
+
+    return [
+        {"code": r.code, "name": r.name, "count": r.count, **r.by_severity, "fixable": r.fixable}
+        for r in statistics(report.findings)
+    ]
+
+
+def render_statistics(report: "Report") -> str:
+    return json.dumps(statistics_document(report), indent=2) + "\n"
 
 
 def render(report: "Report", *, color: bool = False) -> str:

@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from cuaudit.model import ArtifactKind, ArtifactRef, Finding, Location, Severity
+from cuaudit.report import fix_text
+from cuaudit.escape import printable, valid_unicode_deep
 
 if TYPE_CHECKING:  # pragma: no cover
     from cuaudit.engine import Report
@@ -83,8 +85,11 @@ def _mime_type(ref: ArtifactRef) -> str | None:
 
 
 def _uri_path(path: str) -> str:
-    """A relative reference for a POSIX path (percent-encoded; '/' kept)."""
-    return quote(path, safe="/-._~!$&'()*+,;=:@")
+    """A relative reference for a POSIX path (percent-encoded; '/' kept).
+
+    The path's own bytes are encoded: a name that is not UTF-8 (surrogate
+    escapes from ``os.fsdecode``) gives ``%FF``, not a crash."""
+    return quote(os.fsencode(path), safe="/-._~!$&'()*+,;=:@")
 
 
 def _file_uri(path: str) -> str:
@@ -299,7 +304,7 @@ def _fix(finding: Finding, locator: _Locator) -> dict[str, Any] | None:
             }
         )
     return {
-        "description": {"text": fix.description},
+        "description": {"text": printable(fix.description)},
         "artifactChanges": list(changes.values()),
         "properties": {"applicability": str(fix.applicability)},
     }
@@ -326,9 +331,9 @@ def log(report: "Report", *, cwd: str | None = None) -> dict[str, Any]:
 
     results = []
     for f in report.findings:
-        text = f.message
+        text = printable(f.message)
         if f.fix is not None:
-            text += f"\nFix: {f.fix.description}"
+            text += fix_text(f.fix)
         result: dict[str, Any] = {
             "ruleId": f.code,
             "ruleIndex": rule_index[f.code],
@@ -344,7 +349,11 @@ def log(report: "Report", *, cwd: str | None = None) -> dict[str, Any]:
         if f.key:
             props["key"] = f.key
         if f.fix is not None:
-            props["fix"] = {"description": f.fix.description, "applicability": str(f.fix.applicability)}
+            props["fix"] = {"description": printable(f.fix.description), "applicability": str(f.fix.applicability)}
+            if f.fix.user:
+                props["fix"]["user"] = printable(f.fix.user)
+            if f.fix.maintainer:
+                props["fix"]["maintainer"] = printable(f.fix.maintainer)
         result["properties"] = props
         results.append(result)
 
@@ -352,7 +361,7 @@ def log(report: "Report", *, cwd: str | None = None) -> dict[str, Any]:
     for s in report.skipped:
         note: dict[str, Any] = {
             "level": "note",
-            "message": {"text": s.reason},
+            "message": {"text": printable(s.reason)},
             "locations": [locator.location(s.location)],
             "descriptor": {"id": "skipped", "index": 0},
         }
@@ -414,8 +423,10 @@ def log(report: "Report", *, cwd: str | None = None) -> dict[str, Any]:
         },
         "stats": dict(report.stats),
     }
-    return {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [run]}
+    return valid_unicode_deep({"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [run]})
+
 
 
 def render(report: "Report", *, color: bool = False) -> str:
-    return json.dumps(log(report), indent=2, ensure_ascii=False) + "\n"
+    # ASCII: the data keeps what the input held (a bidi override in a name), the bytes written do not carry it
+    return json.dumps(log(report), indent=2) + "\n"

@@ -1,30 +1,48 @@
-"""The human report: findings grouped by artifact and file, a summary line last."""
+"""The human report: artifacts by worst finding, findings alike grouped, a summary line last.
+
+Layout (``grouping.py`` decides what is one entry and the order)::
+
+    cupy-cuda11x 12.3.0  (wheel, 622 findings)
+      CU201 error [libcublas.so.11] in 52 files
+        cupy/_core/_accelerator….so needs CUDA library libcublas.so.11 but uses …
+        also in cupy/_core/_carray….so, … and 49 more (-v lists them)
+        user fix: …
+        maintainer fix: …
+      cupy/__init__.py
+        CU202 warning [libcuda.so.1] `import cupy` loads …
+          fix: …
+
+Lines are wrapped at word boundaries to ``width`` (the terminal's, when the
+report goes to one) with a hanging indent; a word longer than the line (a
+long path) is never cut.  Everything that comes from an audited artifact is
+passed through :func:`cuaudit.escape.printable`.
+"""
 
 from __future__ import annotations
 
 import io
-import os
-from itertools import groupby
+import re
 from typing import TYPE_CHECKING
 
-from cuaudit.model import ArtifactKind, Severity
+from cuaudit.model import ArtifactKind, Finding, Fix, Severity
+from cuaudit.report import fix_parts
+from cuaudit.escape import printable
+from cuaudit.report.grouping import Block, sections, shown_path, statistics
 
 if TYPE_CHECKING:  # pragma: no cover
+    from rich.text import Text
+
     from cuaudit.engine import Report
 
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
-#: Past this many info findings, the text report tallies them instead of listing them
+#: Past this many info entries, the text report tallies them instead of listing them
 #: (a whole CUDA environment has hundreds; `cuaudit env` must fit the cause on one screen).
 INFO_LIST_LIMIT = 10
-
-
-def _shown_path(path: str) -> str:
-    """A path as the user would type it: relative when under the working directory."""
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:  # another drive
-        return path
-    return path if rel.startswith("..") or os.path.isabs(rel) else rel
+#: Places of a group listed without -v.
+PLACES_SHOWN = 3
+_KIND = {ArtifactKind.INSTALLED: "installed", ArtifactKind.WHEEL: "wheel", ArtifactKind.SDIST: "sdist",
+         ArtifactKind.TREE: "tree", ArtifactKind.FILE: "file"}
+_WORD = re.compile(r"\S+")
 
 
 def _plural(n: int, word: str) -> str:
@@ -56,82 +74,197 @@ def summary_line(report: "Report", *, timing: bool = True) -> str:
     return head + "."
 
 
-def render(report: "Report", *, color: bool = False, verbose: bool = False) -> str:
+def wrap(text: "Text", width: int | None, hang: int) -> list["Text"]:
+    """``text`` cut at spaces into lines of at most ``width`` cells; later lines indented by ``hang``.
+
+    A word wider than the line stays whole on a line of its own (the terminal
+    may fold it, cuaudit never cuts it).  ``width=None``: one line.
+    """
+    from rich.cells import cell_len
+
+    plain = text.plain
+    if width is None or cell_len(plain) <= width:
+        return [text]
+    breaks: list[int] = []
+    start, room, words = 0, width, 0
+    for m in _WORD.finditer(plain):
+        if words and cell_len(plain[start:m.end()]) > room:
+            breaks.append(m.start())
+            start, room, words = m.start(), max(width - hang, 1), 0
+        words += 1
+    lines = list(text.divide(breaks))
+    out = [lines[0]]
+    for line in lines[1:]:
+        out[-1].rstrip()
+        line.pad_left(hang)
+        out.append(line)
+    out[-1].rstrip()
+    return out
+
+
+class _Writer:
+    def __init__(self, console, width: int | None) -> None:
+        self.console = console
+        self.width = width
+
+    def line(self, text: "Text", hang: int = 0) -> None:
+        for piece in wrap(text, self.width, hang):
+            self.console.print(piece)
+
+    def blank(self) -> None:
+        self.console.print()
+
+
+def _head(f: Finding, indent: str, *, position: bool = True, symbol: bool = True) -> "Text":
+    from rich.text import Text
+
+    loc = f.location
+    line = Text(indent)
+    if position and loc.line is not None:
+        line.append((f"{loc.line}:{loc.column}" if loc.column is not None else f"{loc.line}") + " ", style="dim")
+    line.append(f.code, style=_STYLE[f.severity])
+    line.append(f" {f.severity}", style=_STYLE[f.severity])
+    if symbol and loc.symbol:
+        line.append(f" [{printable(loc.symbol)}]", style="magenta")
+    if f.origin != "static":
+        line.append(f" ({printable(f.origin)})", style="green")
+    return line
+
+
+def _fix_lines(fix: Fix, indent: str) -> list["Text"]:
+    from rich.text import Text
+
+    out = [Text.assemble(indent, (f"{label}: ", "green"), body) for label, body in fix_parts(fix)]
+    if fix.edits:
+        out[-1].append(f" [{fix.applicability} autofix]", style="dim")
+    return out
+
+
+def _write_block(w: _Writer, block: Block, verbose: bool) -> None:
+    from rich.text import Text
+
+    if not block.grouped:
+        if block.member:
+            w.line(Text("  " + printable(block.member), style="bold"), 4)
+        for f in block.findings:
+            w.line(_head(f, "    ").append(" " + printable(f.message)), 6)
+            for fl in _fix_lines(f.fix, "      ") if f.fix is not None else ():
+                w.line(fl, 8)
+        return
+    first, places = block.first, block.places
+    if block.member:  # one file, several symbols
+        w.line(Text("  " + printable(block.member), style="bold"), 4)
+        head, indent, label = _head(first, "    ", symbol=False).append(f" for {len(places)} symbols", style="bold"), "      ", "for"
+    else:
+        noun = "places" if any(f.location.line is not None for f in block.findings) else "files"
+        head, indent, label = _head(first, "  ", position=False).append(f" in {len(places)} {noun}", style="bold"), "    ", "in"
+    w.line(head, len(indent))
+    w.line(Text(indent + "e.g. " + printable(first.message)), len(indent) + 2)
+    if verbose:
+        for p in places:
+            w.line(Text(indent + "  " + printable(p), style="dim"), len(indent) + 4)
+    else:
+        more = len(places) - PLACES_SHOWN
+        listed = ", ".join(printable(p) for p in places[:PLACES_SHOWN])
+        tail = f" and {more} more (-v lists them)" if more > 0 else ""
+        w.line(Text(f"{indent}{label} {listed}{tail}", style="dim"), len(indent) + 2)
+    for fl in _fix_lines(first.fix, indent) if first.fix is not None else ():
+        w.line(fl, len(indent) + 2)
+
+
+def _info_entries(report: "Report") -> int:
+    return sum(
+        1 if b.grouped else sum(1 for f in b.findings if f.severity is Severity.INFO)
+        for s in sections([f for f in report.findings if f.severity is Severity.INFO])
+        for b in s.blocks
+    )
+
+
+def render(
+    report: "Report", *, color: bool = False, verbose: bool = False, width: int | None = None,
+    statistics_only: bool = False,
+) -> str:
+    """The report as text; ``width``: wrap lines to it (None: one line per entry, for pipes and files)."""
     from rich.console import Console
-    from rich.markup import escape
     from rich.text import Text
 
     buf = io.StringIO()
     console = Console(
-        file=buf, force_terminal=color, no_color=not color, width=100 if not color else None,
-        highlight=False, soft_wrap=True, color_system="standard" if color else None,
+        file=buf, force_terminal=color, no_color=not color, width=10_000,
+        highlight=False, soft_wrap=True, color_system="standard" if color else None, markup=False, emoji=False,
     )
+    w = _Writer(console, width)
     if report.environment is not None:
         env = report.environment
-        console.print(
-            f"[bold]Environment[/bold] {escape(env.python)} (Python {env.version}, {env.platform}); "
-            f"{_plural(len(report.artifacts), 'distribution')} in {', '.join(map(escape, env.site_dirs)) or '-'}"
-        )
-        console.print()
+        w.line(Text.assemble(
+            ("Environment", "bold"),
+            f" {printable(env.python)} (Python {printable(env.version)}, {printable(env.platform)}); "
+            f"{_plural(len(report.artifacts), 'distribution')} in "
+            f"{', '.join(printable(d) for d in env.site_dirs) or '-'}",
+        ), 2)
+        w.blank()
+    if statistics_only:
+        _write_statistics(w, report)
+    else:
+        _write_findings(w, report, verbose)
+    style = "bold red" if report.failing() else "bold green"
+    w.line(Text(summary_line(report), style=style), 2)
+    return buf.getvalue()
 
-    def artifact_key(f):
-        return f.location.artifact
+
+def _write_findings(w: _Writer, report: "Report", verbose: bool) -> None:
+    from rich.text import Text
 
     infos = [f for f in report.findings if f.severity is Severity.INFO]
-    hide_info = not verbose and len(infos) > INFO_LIST_LIMIT
+    hide_info = not verbose and _info_entries(report) > INFO_LIST_LIMIT
     shown = [f for f in report.findings if not (hide_info and f.severity is Severity.INFO)]
-    groups = [(ref, list(group)) for ref, group in groupby(shown, key=artifact_key)]
-    # Artifacts with errors first: the cause of a broken import should be on the first screen.
-    groups.sort(key=lambda g: -max(f.severity for f in g[1]))
-    for ref, items in groups:
-        title = _shown_path(ref.path) if ref.kind is not ArtifactKind.INSTALLED else f"{ref.name} {ref.version}"
-        kind = {ArtifactKind.INSTALLED: "installed", ArtifactKind.WHEEL: "wheel", ArtifactKind.SDIST: "sdist",
-                ArtifactKind.TREE: "tree", ArtifactKind.FILE: "file"}[ref.kind]
-        console.print(Text.assemble((title, "bold underline"), f"  ({kind}, {_plural(len(items), 'finding')})"))
-        for member, sub in groupby(items, key=lambda f: f.location.member or ""):
-            if member:
-                console.print(Text("  " + member, style="bold"))
-            for f in sub:
-                loc = f.location
-                pos = ""
-                if loc.line is not None:
-                    pos = f"{loc.line}:{loc.column}" if loc.column is not None else f"{loc.line}"
-                line = Text("    ")
-                if pos:
-                    line.append(pos + " ", style="dim")
-                line.append(f.code, style=_STYLE[f.severity])
-                line.append(f" {f.severity}", style=_STYLE[f.severity])
-                if loc.symbol:
-                    line.append(f" [{loc.symbol}]", style="magenta")
-                if f.origin != "static":
-                    line.append(f" ({f.origin})", style="green")
-                # continuation lines of a message stay inside its finding
-                line.append(" " + f.message.replace("\n", "\n      "))
-                console.print(line)
-                if f.fix is not None:
-                    fix = Text("      fix: ", style="green")
-                    fix.append(f.fix.description.replace("\n", "\n      "))
-                    if f.fix.edits:
-                        fix.append(f" [{f.fix.applicability} autofix]", style="dim")
-                    console.print(fix)
-        console.print()
+    totals: dict = {}
+    for f in report.findings:
+        totals[f.location.artifact] = totals.get(f.location.artifact, 0) + 1
+    for section in sections(shown):
+        ref = section.ref
+        w.line(Text.assemble((printable(section.title), "bold underline"),
+                             f"  ({_KIND[ref.kind]}, {_plural(totals[ref], 'finding')})"), 2)
+        if verbose and section.title != shown_path(ref.path):
+            w.line(Text("  " + printable(shown_path(ref.path)), style="dim"), 4)
+        for block in section.blocks:
+            _write_block(w, block, verbose)
+        w.blank()
     if hide_info:
         tally: dict[str, int] = {}
         for f in infos:
             tally[f.code] = tally.get(f.code, 0) + 1
         parts = ", ".join(f"{code} \u00d7{n}" for code, n in sorted(tally.items()))
-        console.print(Text(f"{_plural(len(infos), 'info finding')} not listed ({parts}); -v lists them.", style="cyan"))
-        console.print()
+        w.line(Text(f"{_plural(len(infos), 'info finding')} not listed ({parts}); -v lists them.", style="cyan"), 2)
+        w.blank()
     if report.skipped and verbose:
-        console.print(Text("Skipped", style="bold"))
+        w.line(Text("Skipped", style="bold"))
         for s in report.skipped:
-            console.print(f"  {escape(str(s.location))}: {escape(s.reason)}")
-        console.print()
+            w.line(Text(f"  {printable(str(s.location))}: {printable(s.reason)}"), 4)
+        w.blank()
     if report.probes:
-        console.print(Text("Probes (audited code was imported in a subprocess)", style="bold"))
+        w.line(Text("Probes (audited code was imported in a subprocess)", style="bold"))
         for p in report.probes:
-            console.print(f"  {escape(p.what)}: {escape(p.outcome)} ({p.seconds:.2f}s) `{escape(p.command)}`")
-        console.print()
-    style = "bold red" if report.failing() else "bold green"
-    console.print(Text(summary_line(report), style=style))
-    return buf.getvalue()
+            w.line(Text(f"  {printable(p.what)}: {printable(p.outcome)} ({p.seconds:.2f}s) `{printable(p.command)}`"), 4)
+        w.blank()
+
+
+def _write_statistics(w: _Writer, report: "Report") -> None:
+    from rich.text import Text
+
+    rows = statistics(report.findings)
+    if not rows:
+        return
+    count_w = max(len(str(r.count)) for r in rows)
+    name_w = max(len(r.name) for r in rows)
+    for r in rows:
+        nonzero = [(s, n) for s, n in r.by_severity.items() if n]
+        worst = Severity.parse(nonzero[0][0])
+        sev = nonzero[0][0] if len(nonzero) == 1 else ", ".join(f"{n} {s}" for s, n in nonzero)
+        line = Text(f"{r.count:>{count_w}}  ")
+        line.append(r.code, style=_STYLE[worst])
+        line.append(f"  {r.name:<{name_w}}  {sev}")
+        if r.fixable:
+            line.append(f"  [{r.fixable} autofixable]", style="dim")
+        w.line(line, count_w + 2)
+    w.blank()

@@ -10,6 +10,7 @@ from typing import Iterable, Iterator
 
 from cuaudit.facts.build import BuildScript, Decision, ExternalDecision, FunctionSummary, HostArch, Probe
 from cuaudit.model import Applicability, Edit, Finding, Fix, Location, Severity
+from cuaudit.names import absolute_module
 from cuaudit.rules import Rule
 
 
@@ -30,21 +31,28 @@ def _fix(member: str, probes: Iterable[Probe], overrides: tuple[str, ...]) -> Fi
     )
     if edits and all(p.fix for p in probes):
         applicability = Applicability.UNSAFE if any(p.fix_unsafe for p in probes) else Applicability.SAFE
-        return Fix(f"Replace {', '.join(p.text for p in probes)} by `{probes[0].fix_text}`{keep}.", edits, applicability)
-    return Fix(text)
+        return Fix(edits=edits, applicability=applicability, user=_build_user_fix(overrides),
+                   maintainer=f"Replace {', '.join(p.text for p in probes)} by `{probes[0].fix_text}`{keep}.")
+    return Fix(user=_build_user_fix(overrides), maintainer=text)
+
+
+def _build_user_fix(overrides: tuple[str, ...]) -> str:
+    if overrides:
+        return f"Build with {overrides[0]}=1 where no GPU is visible, or install a wheel that carries the CUDA kernels."
+    return "Build on a machine where the GPU is visible, or install a wheel that carries the CUDA kernels (`cuaudit archs` lists them)."
 
 
 def _resolve(ctx, art, member: str, module: str, name: str) -> FunctionSummary | None:
     """The summary of ``module.name`` when ``module`` is a file of the same artifact."""
-    base = posixpath.dirname(member)
+    folder = posixpath.dirname(member)
     if module.startswith("."):
         level = len(module) - len(module.lstrip("."))
-        rel = module.lstrip(".").replace(".", "/")
-        for _ in range(level - 1):
-            base = posixpath.dirname(base)
-        stem = posixpath.join(base, rel) if rel else base
+        absolute = absolute_module(module.lstrip("."), level, folder.replace("/", "."))
+        if absolute is None:
+            return None
+        stem = absolute.replace(".", "/")
     else:
-        stem = posixpath.join(base, module.replace(".", "/"))
+        stem = posixpath.join(folder, module.replace(".", "/"))
     for candidate in (f"{stem}.py", f"{stem}/__init__.py", f"{stem}/{name}.py"):
         candidate = posixpath.normpath(candidate)
         fact = ctx.fact("build", art, candidate)
@@ -122,7 +130,7 @@ class GpuProbeDecidesCudaBuild(_GpuProbeRule):
     Finds build scripts (`setup.py` and the tree modules it imports, hatch
     hooks, CMake) that build their CUDA code only when the *build machine*
     has a GPU: `torch.cuda.is_available()`, `torch.cuda.device_count()`,
-    `nvidia-smi` subprocesses, `cupy`/`numba`/`jax`/`pynvml` device queries,
+    `nvidia-smi` calls, `cupy`/`numba`/`jax`/`pynvml` device queries,
     followed through variables and helper functions to the `CUDAExtension`
     (or `.cu` sources, `nvcc` step) they switch on, where nothing can force
     the CUDA path.

@@ -50,18 +50,14 @@ def _problems(ctx) -> list[ImportProblem]:
 
 def _declared_like(ctx, consumer: Provider, top: str) -> tuple[str, list[str]] | None:
     """The consumer's requirement whose name starts like the provider's package (cuda -> cuda-python)."""
-    from packaging.requirements import InvalidRequirement, Requirement
+    from cuaudit.requirement import parse_requirement
 
     for m in consumer.artifact.members:
         if m.path.endswith(".dist-info/METADATA") or m.path == "PKG-INFO":
             texts = getattr(ctx.fact("metadata", consumer.artifact, m.path), "requires_dist", ()) or ()
-            for text in texts:
-                try:
-                    req = Requirement(text)
-                except InvalidRequirement:
-                    continue
-                if req.name.lower().replace("_", "-").startswith(top.lower()):
-                    return req.name, [t for t in texts if t.lower().startswith(req.name.lower())]
+            for req in filter(None, map(parse_requirement, texts)):
+                if req.name.startswith(top.lower().replace("_", "-")):
+                    return req.name, [t for t in texts if t.lower().replace("_", "-").startswith(req.name)]
     return None
 
 
@@ -97,9 +93,7 @@ def _probe(ctx, consumer: Provider, index: CapiIndex) -> list[ImportProblem] | N
     import dataclasses
     import sys
 
-    from cuaudit.model import ProbeRecord
     from cuaudit.facts.cython import CImport, TypeImport
-    from cuaudit.probe.capi import probe_consumer
 
     path = consumer.artifact.fs_path(consumer.member)
     if path is None:
@@ -113,13 +107,9 @@ def _probe(ctx, consumer: Provider, index: CapiIndex) -> list[ImportProblem] | N
     for t in facts.type_imports:
         if t.module not in ("builtins", "__builtin__") and t.size:
             guess.setdefault(t.module, {"capi": {}, "types": {}})["types"][t.name] = t.size
-    result = probe_consumer(python, facts.module, path, guess, timeout=ctx.config.probe_timeout)
-    ctx.record_probe(ProbeRecord(
-        what=f"import {facts.module} against stand-in providers ({', '.join(sorted(guess))})",
-        command=f"{python} -S <probe> {path}",
-        seconds=round(result.seconds, 3),
-        outcome=f"{result.outcome} ({result.runs} runs)",
-    ))
+    result = ctx.probe("capi", python=python, module=facts.module, path=path, providers=guess)
+    if result is None:
+        return None
     if not result.complete:
         return None
     checks = {(t.module, t.name): t.check_size for t in facts.type_imports}
@@ -137,21 +127,26 @@ def _requirement(ctx, consumer: Provider, provider: Provider | None) -> str:
     """The consumer's own declared requirement on the provider's distribution, if any."""
     if provider is None or not provider.ref.name:
         return ""
-    from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
+
+    from cuaudit.requirement import parse_requirement
 
     want = canonicalize_name(provider.ref.name)
     for m in consumer.artifact.members:
         if m.path.endswith(".dist-info/METADATA") or m.path == "PKG-INFO":
             meta = ctx.fact("metadata", consumer.artifact, m.path)
             for text in getattr(meta, "requires_dist", ()) or ():
-                try:
-                    req = Requirement(text)
-                except InvalidRequirement:
-                    continue
-                if canonicalize_name(req.name) == want and not req.marker:
-                    return str(req.specifier)
+                req = parse_requirement(text)
+                if req is not None and req.name == want and not req.marker:
+                    return req.specifier
     return ""
+
+
+def _maintainer_text(p: ImportProblem, what: str) -> str:
+    """The fix at the source of a C-API break: the provider keeps the old module working, the consumer pins."""
+    prov = p.provider.dist if p.provider is not None else "the provider"
+    return (f"{prov} keeps {p.module} exporting {what} (re-export it: `__pyx_capi__ = <new module>.__pyx_capi__`, "
+            f"as cuda-python 12.6.2 did); {p.consumer.dist} declares the range of {prov} it was built against.")
 
 
 def _fix_text(ctx, p: ImportProblem, what: str) -> str:
@@ -258,10 +253,7 @@ class MissingCapiImport(CapiRule):
                     f"{c.module} cimports {names} from {p.module} ({prov.dist}), which has no __pyx_capi__ "
                     f"({nature}): import fails with AttributeError: module '{p.module}' has no attribute '__pyx_capi__'"
                 )
-                fix = _fix_text(ctx, p, what) + (
-                    f" The provider can also keep {p.module} compatible by re-exporting the C-API "
-                    f"(`__pyx_capi__ = <new module>.__pyx_capi__`)."
-                )
+                fix = _fix_text(ctx, p, what)
                 evidence = {"provider_module": p.module, "provider": prov.dist, "provider_member": prov.member}
             else:
                 prov = p.provider
@@ -274,7 +266,8 @@ class MissingCapiImport(CapiRule):
                 evidence = {"provider_module": p.module, "provider": prov.dist, "provider_member": prov.member}
             evidence["functions"] = [{"name": i.name, "signature": i.signature, "kind": i.kind} for i in p.imports]
             yield self.finding(
-                Location(c.ref, c.member, symbol=p.module), msg, fix=Fix(fix), evidence=evidence, key=p.module,
+                Location(c.ref, c.member, symbol=p.module), msg, evidence=evidence, key=p.module,
+                fix=Fix(user=fix, maintainer=_maintainer_text(p, what)),
                 origin=p.origin,
             )
 
@@ -321,7 +314,8 @@ class CapiSignatureMismatch(CapiRule):
             yield self.finding(
                 Location(c.ref, c.member, symbol=f"{p.module}.{imp.name}"),
                 msg,
-                fix=Fix(_fix_text(ctx, p, f"{p.module}.{imp.name} with the signature `{imp.signature}`")),
+                fix=Fix(user=_fix_text(ctx, p, f"{p.module}.{imp.name} with the signature `{imp.signature}`"),
+                        maintainer=_maintainer_text(p, f"{p.module}.{imp.name} with the signature `{imp.signature}`")),
                 evidence={"provider_module": p.module, "provider": prov.dist, "function": imp.name,
                           "expected": imp.signature, "found": p.found[0]},
                 key=f"{p.module}.{imp.name}",
@@ -377,7 +371,8 @@ class ExtensionTypeSizeChanged(CapiRule):
             yield self.finding(
                 Location(c.ref, c.member, symbol=f"{t.module}.{t.name}"),
                 msg,
-                fix=Fix(_fix_text(ctx, p, f"{t.module}.{t.name} with the layout {c.dist} was built against")),
+                fix=Fix(user=_fix_text(ctx, p, f"{t.module}.{t.name} with the layout {c.dist} was built against"),
+                        maintainer=_maintainer_text(p, f"{t.module}.{t.name} with the layout {c.dist} was built against")),
                 evidence={"provider_module": t.module, "provider": prov.dist, "type": t.name,
                           "expected_size": t.size, "actual_size": p.actual_size, "check_size": t.check_size},
                 key=f"{t.module}.{t.name}",

@@ -7,15 +7,12 @@ and :mod:`cuaudit.facts.metadata` (name, version, requirements).
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
-import time
 from dataclasses import dataclass
 from typing import Iterator
 
 from cuaudit.facts.fatbin import DeviceCode, FatbinEntry
 from cuaudit.facts.metadata import DistMetadata
-from cuaudit.model import ArtifactKind, Finding, Location, MemberKind, Severity
+from cuaudit.model import ArtifactKind, Finding, Fix, Location, MemberKind, Severity
 from cuaudit.rules import Rule
 
 _LOCAL_CUDA = re.compile(r"\+cu\d+")
@@ -67,24 +64,15 @@ def runs_on(entry: FatbinEntry, target: Target) -> bool:
     return False
 
 
-def local_gpu_targets(timeout: float) -> tuple[list[Target], str, str]:
-    """The compute capabilities of this machine's GPUs (``nvidia-smi``), with the command and outcome."""
-    smi = shutil.which("nvidia-smi")
-    cmd = "nvidia-smi --query-gpu=compute_cap --format=csv,noheader"
-    if smi is None:
-        return [], cmd, "nvidia-smi not found: no GPU to check against"
-    try:
-        proc = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True,
-                              text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return [], cmd, f"failed: {exc}"
+def gpu_targets(capabilities: list[str]) -> list[Target]:
+    """Targets for the compute capabilities ``nvidia-smi`` printed (the ``gpu`` probe's result)."""
     targets = []
-    for line in proc.stdout.splitlines():
+    for line in capabilities:
         try:
             targets.append(parse_target(line))
         except ValueError:
             continue
-    return sorted(set(targets)), cmd, f"exit {proc.returncode}: {', '.join(t.name for t in targets) or 'no GPU'}"
+    return sorted(set(targets))
 
 
 def _targets(ctx) -> list[Target]:
@@ -95,14 +83,9 @@ def _targets(ctx) -> list[Target]:
                 out.append(parse_target(text))
             except ValueError:
                 continue
-        if ctx.config.probe:
-            from cuaudit.model import ProbeRecord
-
-            started = time.perf_counter()
-            found, cmd, outcome = local_gpu_targets(ctx.config.probe_timeout)
-            ctx.record_probe(ProbeRecord("local GPU compute capability (CU6xx targets)", cmd,
-                                         round(time.perf_counter() - started, 3), outcome))
-            out += found
+        capabilities = ctx.probe("gpu")  # None unless --probe
+        if capabilities is not None:
+            out += gpu_targets(capabilities)
         return sorted(set(out))
 
     return ctx.memo(("devicecode", "targets"), compute)
@@ -139,14 +122,15 @@ def cuda_claims(ctx, art) -> list[tuple[str, bool]]:
     if _NAME_CUDA.search(name or ""):
         claims.append((f"its name {name} names a CUDA version", False))
     if meta is not None:
-        for req in meta.requires_dist:
-            if "extra ==" in req.replace("extra==", "extra =="):
+        from cuaudit.requirement import parse_requirement
+
+        for req in filter(None, map(parse_requirement, meta.requires_dist)):
+            if req.optional:
                 continue
-            head = re.split(r"[\s;<>=!~\[(]", req, 1)[0].lower()
-            if head.startswith("nvidia-") and "cu" in head:
-                claims.append((f"it requires {req.split(';')[0].strip()}", False))
-            elif head == "torch" and _LOCAL_CUDA.search(req):
-                claims.append((f"it requires the CUDA build {req.split(';')[0].strip()}", True))
+            if req.name.startswith("nvidia-") and "cu" in req.name:
+                claims.append((f"it requires {req.without_marker}", False))
+            elif req.name == "torch" and _LOCAL_CUDA.search(req.specifier):
+                claims.append((f"it requires the CUDA build {req.without_marker}", True))
     cu = [m.path for m in art.members if m.kind is MemberKind.CUDA and m.path.endswith(".cu")]
     if cu:
         # Weak: JIT compilers ship .cu files as run-time resources (numba-cuda's memsys.cu, seen on
@@ -225,8 +209,11 @@ class CudaWheelWithoutDeviceCode(Rule):
                 Location(art.ref, exts[0] if len(exts) == 1 else None),
                 f"declares CUDA ({why}) but none of its {len(exts)} extension module(s) carries device code "
                 f"(no SASS, no PTX): it was built without its CUDA kernels",
-                fix="Rebuild where the build can compile CUDA, deciding on build capability (torch.version.cuda, "
-                "CUDA_HOME) rather than on the build machine's GPU; then `cuaudit archs` on the wheel lists its architectures.",
+                fix=Fix(user="Install a build that carries device code (another wheel, or a source build with the "
+                        "package's force-CUDA switch such as FORCE_CUDA=1); `cuaudit archs` shows what a wheel carries.",
+                        maintainer="Rebuild where the build can compile CUDA, deciding on build capability "
+                        "(torch.version.cuda, CUDA_HOME) rather than on the build machine's GPU; then `cuaudit archs` "
+                        "on the wheel lists its architectures."),
                 evidence={"claims": [c for c, _s in claims], "extension_modules": exts[:20]},
                 key="no-device-code",
                 # A -cuXX name or an nvidia-* requirement alone also fits host-only CUDA

@@ -48,13 +48,7 @@ def _model(ctx) -> _Model:
         def facts_for(art, member: str, extractor: str):
             return ctx.fact(extractor, art, member)
 
-        store = None
-        if ctx.config.cache:
-            from cuaudit.store import FactStore, default_cache_dir
-
-            # the standard library is no artifact: its parsed files are cached here
-            store = FactStore(ctx.config.cache_dir or default_cache_dir())
-        uni, per = build_universe(ctx.artifacts, facts_for, ctx.environment, store=store)
+        uni, per = build_universe(ctx.artifacts, facts_for, ctx.environment, stdlib=next(iter(ctx.evidence("stdlib")), None))
         names = {i: {e.member: n for n, e in mods.items() if e.member} for i, mods in per.items()}
         return _Model(uni, per, names)
 
@@ -125,9 +119,6 @@ def _package_traps(ctx) -> list[_PackageTrap]:
 
 def _run_probe(ctx, m: _Model, pairs: dict[int, list[tuple[str, str]]]) -> dict[tuple[str, str], Any]:
     """Probe results for the (parent, sub) pairs; each pair is probed once per audit."""
-    from cuaudit.model import ProbeRecord
-    from cuaudit.probe.imports import ProbeTree, default_python, probe_submodules
-
     cache: dict[tuple[str, str], Any] = ctx.memo("imports.probe_results", dict)
     by_parent: dict[str, list[str]] = {}
     for plist in pairs.values():
@@ -135,15 +126,11 @@ def _run_probe(ctx, m: _Model, pairs: dict[int, list[tuple[str, str]]]) -> dict[
             if (parent, sub) not in cache:
                 by_parent.setdefault(parent, []).append(sub)
     if by_parent:
-        python = default_python(ctx.environment)
         # standard-library parents need none of the audited artifacts (no wheel is unpacked)
         stdlib_only = all(m.universe.is_stdlib(parent) for parent in by_parent)
-        artifacts = [] if stdlib_only else ctx.artifacts
-        with ProbeTree(artifacts, m.modules, None if stdlib_only else ctx.environment) as sys_path:
-            results, runs = probe_submodules(python, sys_path, by_parent, timeout=ctx.config.probe_timeout)
-        cache.update(results)
-        for run in runs:
-            ctx.record_probe(ProbeRecord(what=f"import {run.parent}; {run.parent}.<submodule>", command=run.command, seconds=round(run.seconds, 3), outcome=run.outcome))
+        results = ctx.probe("imports", artifacts=ctx.artifacts, modules_of=m.modules, environment=ctx.environment,
+                            pairs=by_parent, stdlib_only=stdlib_only)
+        cache.update(results or {})
     return {pair: cache[pair] for plist in pairs.values() for pair in plist if pair in cache}
 
 
@@ -319,7 +306,8 @@ class GetattrMissesSubmodule(Rule):
                 f"handle {t.sub!r}{served}, although {t.parent}.{t.sub} is an importable "
                 f"{'subpackage' if t.kind == 'package' else 'submodule'}.{_probe_suffix(t)}",
                 fix=Fix(
-                    f"Handle {t.sub!r} in {t.parent}.__getattr__ ({t.member}:{g.line if g else '?'}), e.g. "
+                    user=f"Write `import {t.parent}.{t.sub}` before using `{t.parent}.{t.sub}`.",
+                    maintainer=f"Handle {t.sub!r} in {t.parent}.__getattr__ ({t.member}:{g.line if g else '?'}), e.g. "
                     f"`if name == {t.sub!r}: from . import {t.sub}; return {t.sub}`, or bind it with "
                     f"`from . import {t.sub}`."
                 ),
@@ -649,7 +637,10 @@ class SubmoduleAttributeAccess(Rule):
                 f"`{dotted}` reaches submodule {t.parent}.{t.sub} through attributes, but nothing imports it: "
                 f"{t.reach.detail}, so this raises `AttributeError: module '{t.parent}' has no attribute '{t.sub}'`"
                 f"{_probe_suffix(t)}",
-                fix=Fix(f"Add `import {t.module}`" + (f" after line {t.root_import.end_line}" if t.root_import else ""), edits, applicability),
+                fix=Fix(edits=edits, applicability=applicability,
+                        user=f"Add `import {t.module}`" + (f" after line {t.root_import.end_line}" if t.root_import else ""),
+                        maintainer=f"{t.parent} can bind {t.sub} (`from . import {t.sub}` or a module __getattr__) "
+                        "so that attribute access works"),
                 evidence={"module": t.module, "parent": t.parent, "submodule": f"{t.parent}.{t.sub}", "why": t.reach.detail, **_probe_evidence(t)},
                 key=f"{t.module}",
                 origin=_origin(t),
@@ -739,8 +730,10 @@ class AttributeErrorAvailabilityCheck(Rule):
                 f"wrong availability check: {how}, but {t.parent}.{t.sub} is a submodule that `import {t.parent}` "
                 f"does not import ({t.reach.detail}): the check says 'missing' even when {t.module} is installed",
                 fix=Fix(
-                    f"Import it and catch ImportError: `try: import {t.module} except ImportError: ...`, "
-                    f"or test `importlib.util.find_spec({t.module!r}) is not None`."
+                    user=f"Import it and catch ImportError: `try: import {t.module} except ImportError: ...`, "
+                    f"or test `importlib.util.find_spec({t.module!r}) is not None`.",
+                    maintainer=f"{t.parent} can bind {t.sub} (`from . import {t.sub}` or a module __getattr__) "
+                    "so that such checks work",
                 ),
                 evidence={"module": t.module, "guard": ch.guard, "access_line": ch.line, "why": t.reach.detail, **_probe_evidence(t)},
                 key=f"{t.module}:{ch.guard_line}",

@@ -195,7 +195,7 @@ class InvalidProjectFile(InputRule):
     `pyproject.toml: not valid TOML: Expected '=' after a key (at line 3, column 9)`.
 
     ## Use instead
-    Fix the syntax; `python -c "import tomllib; tomllib.load(open('pyproject.toml','rb'))"` shows the error.
+    Fix the syntax; `python -c "import sys, tomllib; tomllib.load(sys.stdin.buffer)" < pyproject.toml` shows the error.
 
     ## Fix safety
     No automatic fix.

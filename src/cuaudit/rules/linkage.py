@@ -22,9 +22,10 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 from cuaudit.facts.elf import ElfFacts
-from cuaudit.analysis.libraries import CudaCatalog, ld_so_cache, split_soname
+from cuaudit.analysis.libraries import CudaCatalog, split_soname
 from cuaudit.analysis.loader import Resolution, Resolver
 from cuaudit.model import ArtifactKind, Finding, Fix, Location, Severity
+from cuaudit.names import absolute_module
 from cuaudit.rules import Rule
 from cuaudit.config import Option
 
@@ -83,15 +84,14 @@ class Linkage:
         self.ctx = ctx
         self.catalog = CudaCatalog.load()
         env = ctx.environment
-        with_ = ctx.config.section("linkage").get("with", ())
-        if isinstance(with_, str):
-            with_ = [w for w in with_.split(",") if w]
+        with_ = ctx.evidence("with")
         self.resolver = Resolver(
             ctx.artifacts,
             lambda art, member: ctx.fact("elf", art, member),
             environ=dict(env.environ) if env is not None else None,
             extras=with_,
             site_root=env.site_dirs[0] if env is not None and env.site_dirs else None,
+            system=next(iter(ctx.evidence("system")), None),
         )
         self.with_ = tuple(with_)
         self.index = {id(a): i for i, a in enumerate(ctx.artifacts)}
@@ -297,8 +297,9 @@ class UnusedNeededLibrary(LinkageRule):
                     key=lib,
                     evidence={"library": lib, "kind": kind, "evidence": u.evidence, "detail": u.detail,
                               "needed": list(facts.needed)},
-                    fix=Fix(f"link with -Wl,--as-needed (or drop -l{split_soname(lib)[0][3:]}), "
-                            f"or run `cuaudit repair` to remove the entry from the wheel"),
+                    fix=Fix(user=_unused_user_fix(lk, lib, kind),
+                            maintainer=f"link with -Wl,--as-needed (or drop -l{split_soname(lib)[0][3:]}): "
+                            f"each module then records only the libraries it uses"),
                 )
 
 
@@ -347,7 +348,7 @@ class ImportLoadsGpuLibraries(LinkageRule):
 
     ## Fix safety
     No automatic fix.  Modules imported from compiled (Cython) code are not
-    seen statically; `--probe` confirms by importing in a subprocess.
+    seen statically; `--probe` confirms by importing it in a child interpreter.
     """
 
     code = "CU202"
@@ -402,13 +403,7 @@ class ImportLoadsGpuLibraries(LinkageRule):
             for stmt in facts.imports:
                 if stmt.guarded:
                     continue  # a failure there is caught: the import of the package still works
-                if stmt.level:
-                    base_parts = package.split(".")
-                    if stmt.level > 1:
-                        base_parts = base_parts[: len(base_parts) - (stmt.level - 1)]
-                    base = ".".join(p for p in base_parts + ([stmt.module] if stmt.module else []) if p)
-                else:
-                    base = stmt.module
+                base = absolute_module(stmt.module, stmt.level, package) or ""
                 targets = []
                 parts = base.split(".")
                 targets += [".".join(parts[: k + 1]) for k in range(len(parts))]
@@ -470,7 +465,10 @@ class ImportLoadsGpuLibraries(LinkageRule):
             key=top,
             evidence={"package": top, "gpu_libraries": {k: v for k, v in sorted(gpu.items())},
                       "native_libraries": sorted(lib_chain), "extension_modules": sorted(table[e][1] for e in extensions)},
-            fix=Fix("load GPU libraries lazily (dlopen/ctypes at first use), link extension modules with "
+            fix=Fix(user=(f"on machines without an NVIDIA driver, import {top} only inside the code that needs the GPU "
+                          f"(`try: import {top}` / `except ImportError`)" if drivers else
+                          f"install the wheels of its CUDA libraries ({_short([_wheel_of(lk, c) for c in cuda], 4)})"),
+                    maintainer="load GPU libraries lazily (dlopen/ctypes at first use), link extension modules with "
                     "-Wl,--as-needed, and import GPU-only submodules inside the functions that need them"),
         )
 
@@ -544,7 +542,12 @@ class NeededLibraryNotFound(LinkageRule):
                 key=lib,
                 evidence={"library": lib, "members": members, "tried": list(res.tried), "found_via": res.found_via,
                           "where": res.where},
-                fix=Fix(f"install what provides {lib}, or add its folder to the module's RUNPATH ($ORIGIN-relative)"),
+                fix=Fix(user=(f"it is at {res.where}: import the package that loads it first, or add its folder to "
+                              "LD_LIBRARY_PATH" if res.found else
+                              f"install the NVIDIA driver (no wheel ships {lib}); without a GPU, do not import these "
+                              "modules" if kind == "driver" else f"`pip install {_wheel_of(lk, lib)}` (it ships {lib})"),
+                        maintainer=f"declare Requires-Dist: {_wheel_of(lk, lib)} and give the module a $ORIGIN-relative "
+                        f"RUNPATH to the folder that holds {lib} (or preload it)"),
             )
 
 
@@ -606,20 +609,14 @@ class BundledDriverLibrary(LinkageRule):
 
 def _requirements(ctx: Any, art: Any) -> list[tuple[str, frozenset[str], bool]]:
     """(canonical name, extras, only under an extra) for each Requires-Dist of a wheel."""
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
+    from cuaudit.requirement import parse_requirement
 
     out = []
     for _a, m, meta in ctx.facts("metadata", art):
         if not m.path.endswith(".dist-info/METADATA"):
             continue
-        for text in meta.requires_dist:
-            try:
-                req = Requirement(text)
-            except InvalidRequirement:
-                continue
-            optional = req.marker is not None and "extra" in str(req.marker)
-            out.append((canonicalize_name(req.name), frozenset(req.extras), optional))
+        for req in filter(None, map(parse_requirement, meta.requires_dist)):
+            out.append((req.name, req.extras, req.optional))
     return out
 
 
@@ -697,7 +694,8 @@ class UndeclaredCudaLibrary(LinkageRule):
                     severity=sev,
                     key=lib,
                     evidence={"library": lib, "members": members, "requires_dist": [r[0] for r in reqs]},
-                    fix=Fix(f"declare Requires-Dist: {suggestion} (or ship {lib}), or load it lazily"),
+                    fix=Fix(user=f"`pip install {suggestion}` (it ships {lib})",
+                            maintainer=f"declare Requires-Dist: {suggestion} (or ship {lib}), or load it lazily"),
                 )
 
 
@@ -779,7 +777,7 @@ class CudaMajorMismatch(LinkageRule):
                 if ver:
                     have.setdefault(stem, set()).add(name)
         system: dict[str, set[str]] = {}
-        for name in ld_so_cache():
+        for name in lk.resolver.system_sonames():
             stem, ver = split_soname(name)
             if ver:
                 system.setdefault(stem, set()).add(name)
@@ -829,3 +827,30 @@ class CudaMajorMismatch(LinkageRule):
                     fix=Fix(f"install the libraries of the CUDA major {lib} belongs to, or the build of this package "
                             f"for the CUDA you have"),
                 )
+
+
+def _wheel_of(lk: Any, lib: str) -> str:
+    """The wheel that ships ``lib`` (nvidia-cublas-cu11 for libcublas.so.11), for fix texts."""
+    exports = lk.catalog.exports(lib)
+    if exports is not None:
+        return exports.dist
+    cuda = lk.catalog.library(lib)
+    if cuda is not None and cuda.components:
+        return f"the nvidia-{cuda.components[0]}-cu* wheel of your CUDA major"
+    return f"the package that ships {lib}"
+
+
+def _unused_user_fix(lk: Any, lib: str, kind: str) -> str:
+    """CU201's workaround, with the whole truth about `cuaudit repair`.
+
+    Issue 15: after a repair that a user read as "removes this entry", `import
+    cupy` failed on the next library: repair removes every unused entry of
+    every module at once, and the libraries that modules really use stay.
+    """
+    repair = ("`cuaudit repair` the wheel: it removes every unused entry of every module at once; "
+              "what remains are the libraries the modules really use")
+    if kind == "system":
+        return "nothing is needed: every manylinux system has it"
+    if kind == "driver":
+        return f"no wheel ships the NVIDIA driver: on machines without one, {repair}, and those still need a GPU"
+    return f"`pip install {_wheel_of(lk, lib)}` (it ships {lib}); or {repair}, which must still be installed"

@@ -137,15 +137,11 @@ class Versions:
 
 
 def _requirement(text: str) -> tuple[str, str] | None:
-    from packaging.requirements import InvalidRequirement, Requirement
+    """(name, specifier) of a requirement that is always installed (not only under an extra)."""
+    from cuaudit.requirement import parse_requirement
 
-    try:
-        req = Requirement(text)
-    except InvalidRequirement:
-        return None
-    if req.marker is not None and "extra" in str(req.marker):
-        return None
-    return req.name, str(req.specifier)
+    req = parse_requirement(text)
+    return None if req is None or req.optional else (req.name, req.specifier)
 
 
 def versions_for(ctx: "RuleContext", artifact: "Artifact") -> Versions:
@@ -298,8 +294,9 @@ class FusedPythonScalar(_SourceRule):
                     f"under NumPy 2, CuPy 13.0-13.4.0's fusion raises TypeError (can_cast) on it, then may fall back to "
                     f"its second implementation (CuPy 13.3.0 did on an H100; users of cupy#8536 got the TypeError); "
                     f"{verdict.evidence}",
-                    fix=Fix(f"Cast the scalar to the operand's dtype: {hint}; or require cupy>=13.4.1.",
-                            edits, Applicability.UNSAFE if edits else Applicability.DISPLAY),
+                    fix=Fix(edits=edits, applicability=Applicability.UNSAFE if edits else Applicability.DISPLAY,
+                            user="Install cupy>=13.4.1 (or keep NumPy<2) until the kernel is fixed.",
+                            maintainer=f"Cast the scalar to the operand's dtype: {hint}; or require cupy>=13.4.1."),
                     evidence={"scalar": s.text, "value": s.value, "kernel": s.kernel, "kernel_line": s.kernel_line,
                               "operation": s.operation, "versions": verdict.state, "why": verdict.evidence},
                     key=f"{s.kernel}:{s.text}:{s.operation}",

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from packaging.requirements import InvalidRequirement, Requirement
+from cuaudit.requirement import Requirement, parse_requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
@@ -168,6 +168,7 @@ def build_report(store: SurveyStore, *, packages: Iterable[str] | None = None) -
 
 def _regressions(store, old: WheelRow, new: WheelRow, arts, imported, requirements,
                  report_notes: list[str]) -> list[Regression]:
+    from cuaudit import rules as rules_registry
     from cuaudit.analysis.capi_diff import Side, diff_findings
     from cuaudit.analysis.capi_index import CapiIndex
 
@@ -186,7 +187,7 @@ def _regressions(store, old: WheelRow, new: WheelRow, arts, imported, requiremen
     new_side = Side(na.label, [na], CapiIndex.build([na], _facts_of))
     provided = set(old_side.index.modules)
     consumers = [a for a in arts.values() if a.row.package != new.package and (imported[a.row.id] - provides(a)) & provided]
-    diff = diff_findings(old_side, new_side, consumers, lambda side, art: _facts_of)
+    diff = diff_findings(old_side, new_side, consumers, lambda side, art: _facts_of, rules_registry.get)
     # Modules whose table the reader does not recover (a __pyx_capi__, no entry read; Cython 3.2 blobs):
     # every function would look removed.  Not compared, and the report says so.
     unread = {p.module for provs in new_side.index.modules.values() for p in provs
@@ -267,20 +268,12 @@ def _row_id(arts: dict, ref: ArtifactRef) -> int | None:
 
 
 def _requirements(lines: list[str]) -> list[Requirement]:
-    out = []
-    for line in lines:
-        try:
-            req = Requirement(line)
-        except InvalidRequirement:
-            continue
-        if req.marker is None or "extra" not in str(req.marker):
-            out.append(req)
-    return out
+    return [r for r in map(parse_requirement, lines) if r is not None and not r.optional]
 
 
 def _declared(reqs: list[Requirement] | None, package: str, version: str) -> str:
     for req in reqs or ():
-        if canonicalize_name(req.name) == package and req.specifier and not req.specifier.contains(version, prereleases=True):
+        if req.name == package and req.specifier and not req.admits(version):
             return f" (its Requires-Dist `{req}` keeps pip from installing them together)"
     return ""
 
@@ -292,7 +285,7 @@ def _exposed(arts: dict, requirements: dict, new: WheelRow) -> list[str]:
         if a.row.package == new.package:
             continue
         for req in requirements[rid]:
-            if canonicalize_name(req.name) == new.package and req.specifier.contains(new.version, prereleases=True):
+            if req.name == new.package and req.admits(new.version):
                 out.append(f"{a.row.package} {a.row.version}: requires {req}, which admits {new.version}")
     return sorted(out)
 
@@ -315,15 +308,15 @@ def cuda_major(row: WheelRow, store: SurveyStore, requirements: list[Requirement
     if len(majors) == 1:
         return majors.pop()
     for req in requirements:
-        if m := _CU_SUFFIX.search(canonicalize_name(req.name)):
+        if m := _CU_SUFFIX.search(req.name):
             return int(m[1])
     return None
 
 
 def _numpy_majors(reqs: list[Requirement]) -> set[int] | None:
     for req in reqs:
-        if canonicalize_name(req.name) == "numpy":
-            return {major for major in (1, 2) if any(req.specifier.contains(v) for v in _NUMPY_PROBES[major])}
+        if req.name == "numpy":
+            return {major for major in (1, 2) if any(req.admits(v) for v in _NUMPY_PROBES[major])}
     return None
 
 

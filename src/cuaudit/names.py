@@ -1,0 +1,40 @@
+"""Names of Python modules, as the import system sees them: one definition each.
+
+Used from inputs to rules: which dotted module a relative import names, and
+whether a path is test code.
+"""
+
+from __future__ import annotations
+
+#: folders whose files are a package's tests, never imported by the package itself
+TEST_FOLDERS = ("tests", "test", "testing")
+
+
+def absolute_module(module: str, level: int, package: str) -> str | None:
+    """The absolute module that ``from <level dots><module> import ...`` names.
+
+    ``package`` is the importer's package (the module itself for an
+    ``__init__``, else its parent).  None when the dots climb above the top
+    (Python raises ImportError: "attempted relative import beyond top-level package").
+    """
+    if level == 0:
+        return module
+    base = package.split(".") if package else []
+    if level - 1 > len(base) - 1 and level > 1:
+        return None
+    base = base[: len(base) - (level - 1)] if level > 1 else base
+    if not base:
+        return None
+    return ".".join(base + ([module] if module else []))
+
+
+def is_test_path(path: str) -> bool:
+    """A test module or a file of a test folder (``tests/``, ``testing/``, ``test_*.py``, ``conftest.py``)."""
+    parts = path.split("/")
+    name = parts[-1]
+    return (
+        any(p in TEST_FOLDERS for p in parts[:-1])
+        or name.startswith("test_")
+        or name.endswith("_test.py")
+        or name == "conftest.py"
+    )
