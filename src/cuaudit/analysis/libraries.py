@@ -23,8 +23,35 @@ from typing import Mapping
 
 from cuaudit.facts.evidence import Evidence
 
-#: Directories the loader searches after the cache (glibc's built-in list on x86-64).
+#: Directories the loader searches after the cache when its own list cannot be read
+#: (glibc's built-in list on a non-multiarch x86-64 system such as Fedora).
 DEFAULT_DIRS = ("/lib64", "/usr/lib64", "/lib", "/usr/lib")
+#: the dynamic loaders whose built-in list :func:`default_dirs` reads, by machine
+LOADERS = ("/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1", "/lib64/ld64.so.2", "/lib/ld-linux-x86-64.so.2")
+#: glibc stores its system search path as consecutive NUL-terminated folders ending in "/"
+#: (``SYSTEM_DIRS`` in ``elf/dl-load.c``); ``ld.so --help`` prints the same list
+_SYSTEM_DIRS = re.compile(rb"(?:/(?:usr/)?lib[A-Za-z0-9_./-]*/\0){2,12}")
+
+
+@functools.lru_cache(maxsize=8)
+def default_dirs(loader: str | None = None) -> tuple[str, ...]:
+    """The folders the loader searches after ``ld.so.cache``, read from the loader itself.
+
+    A fact about the machine, not the audited code: on Debian and Ubuntu the list starts
+    with the multiarch folders (``/lib/x86_64-linux-gnu``); elsewhere ``/lib64``.  Read
+    from the file (never run); :data:`DEFAULT_DIRS` when no loader is readable.
+    """
+    for path in (loader,) if loader else LOADERS:
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read(8 * 1024**2)
+        except OSError:
+            continue
+        m = _SYSTEM_DIRS.search(data)
+        if m:
+            dirs = [d.decode("ascii", "replace").rstrip("/") for d in m.group().split(b"\0") if d]
+            return tuple(dict.fromkeys(dirs))
+    return DEFAULT_DIRS
 LD_SO_CACHE = "/etc/ld.so.cache"
 LD_SO_CONF = "/etc/ld.so.conf"
 

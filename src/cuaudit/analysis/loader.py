@@ -6,7 +6,8 @@ The steps follow ld.so(8), in its order, for a library needed by a file:
 2. ``LD_LIBRARY_PATH`` (only for ``env``: the environment's variable);
 3. ``DT_RUNPATH`` of the file;
 4. ``/etc/ld.so.cache`` (parsed, ``ldconfig`` is never run);
-5. the default directories (``/lib64``, ``/usr/lib64``, ``/lib``, ``/usr/lib``).
+5. the loader's built-in folders, read from the loader (``/lib/x86_64-linux-gnu``,
+   ``/usr/lib/x86_64-linux-gnu``, ``/lib``, ``/usr/lib`` on Debian; ``/lib64`` first elsewhere).
 
 A library that sits in an ``ld.so.conf`` folder but is missing from the
 cache is reported as found off the loader's path ("run ldconfig").
@@ -39,7 +40,7 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable
 
-from cuaudit.analysis.libraries import DEFAULT_DIRS, CudaCatalog, ld_so_cache, ld_so_conf_dirs
+from cuaudit.analysis.libraries import CudaCatalog, default_dirs, ld_so_cache, ld_so_conf_dirs
 from cuaudit.facts.elf import ElfFacts
 from cuaudit.facts.evidence import Evidence
 from cuaudit.model import ArtifactKind, Member, MemberKind
@@ -192,7 +193,7 @@ class Resolver:
             if cached:
                 return Resolution(needed, "ld.so.cache", cached[0], True, tuple(tried + ["/etc/ld.so.cache"]), fs_path=cached[0])
             tried.append("/etc/ld.so.cache")
-            for d in DEFAULT_DIRS:
+            for d in default_dirs():
                 p = os.path.join(d, needed)
                 if self.system.exists(p):
                     return Resolution(needed, "system directory", p, True, tuple(tried + [d]), fs_path=p)

@@ -23,7 +23,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
+from cuaudit.analysis.import_time import ImportTimeModel, absolute_module
 from cuaudit.facts.evidence import Evidence
+from cuaudit.facts.import_time import ImportTimeFacts
 from cuaudit.facts.python_source import ImportRecord, PythonSourceFacts, platform_allows
 from cuaudit.inputs.evidence import StdlibFolder, stdlib_dir, stdlib_folder  # noqa: F401 - stdlib_dir re-exported
 from cuaudit.model import ArtifactKind
@@ -142,8 +144,9 @@ def artifact_modules(artifact, members: Iterable) -> dict[str, ModuleEntry]:
             stubs[name] = member
             continue
         prev = out.get(name)
-        # a .py beats an extension of the same name only if there is no package
-        if prev is not None and (prev.kind == "package" or (prev.kind == "module" and mkind == "extension")):
+        # CPython's path finder: a package folder first, then extension suffixes before
+        # `.py` (`x.py` beside `x.cpython-*.so`: the extension is what runs)
+        if prev is not None and (prev.kind == "package" or (prev.kind == "extension" and mkind == "module")):
             continue
         out[name] = ModuleEntry(name, mkind, artifact, member, origin="artifact")
     # namespace packages: folders holding modules without an __init__
@@ -204,6 +207,8 @@ class Reach:
     status: str
     detail: str = ""
     target: str | None = None  # the module the attribute is, when known
+    #: an ancestor name is re-bound to an object: the chain reaches that object, not the module
+    shadow: bool = False
 
     @property
     def works(self) -> bool:
@@ -231,6 +236,9 @@ class ModuleUniverse:
         #: the platform imports are evaluated for (the audited environment's, else this one's)
         self.sys_platform = sys.platform
         self.os_name = os.name  # extension module -> how to get its dotted strings
+        self.python_version: tuple[int, ...] = tuple(sys.version_info[:3])
+        self._programs: dict[str, tuple] = {}  # module -> how to get its import_time facts
+        self.model = ImportTimeModel(self, self.program)
 
     # -- building ------------------------------------------------------------------------
     def add_artifact(self, artifact, facts_for: Callable[[object, str, str], object | None]) -> dict[str, ModuleEntry]:
@@ -246,6 +254,8 @@ class ModuleUniverse:
                 entry._load = load
             if entry.kind == "extension" and entry.member:
                 self._strings[name] = (artifact, entry.member, facts_for)
+            if entry.kind in ("package", "module") and entry.member and entry.member.endswith(".py"):
+                self._programs[name] = (artifact, entry.member, facts_for, entry)
             if name.split(".")[0] in self._stdlib_top and self.stdlib_root:
                 continue  # the standard library wins for its own names
             if name not in self.entries or (self.entries[name].kind == "namespace" and entry.kind != "namespace"):
@@ -254,6 +264,16 @@ class ModuleUniverse:
                 parent, _, child = name.rpartition(".")
                 self.children.setdefault(parent, set()).add(child)
         return mods
+
+    def program(self, name: str) -> ImportTimeFacts | None:
+        """The import-time program of the module the universe resolves ``name`` to."""
+        got = self._programs.get(name)
+        if got is None or self.entries.get(name) is not got[-1]:
+            return None
+        if len(got) == 4:
+            art, member, facts_for, entry = got
+            self._programs[name] = got = (facts_for(art, member, "import_time"), entry)
+        return got[0]
 
     def get(self, name: str) -> ModuleEntry | None:
         entry = self.entries.get(name)
@@ -326,7 +346,8 @@ class ModuleUniverse:
                 found = facts_for(art, member, "extension_strings")
                 idents = set(getattr(found, "identifiers", ()))
                 packages = {name.rpartition(".")[0]} if "." in name else set()
-                for dotted in getattr(found, "dotted", ()):
+                evidence = getattr(found, "imports", None)
+                for dotted in evidence if evidence is not None else getattr(found, "dotted", ()):
                     if dotted in self.entries and dotted != name:
                         parts = dotted.split(".")
                         out.update(".".join(parts[: i + 1]) for i in range(len(parts)))
@@ -340,8 +361,11 @@ class ModuleUniverse:
             pass
         else:
             facts = entry.facts
+            run = self.model.run(name) if facts is not None and facts.syntax_error is None else None
             if facts is None or facts.syntax_error is not None:
                 known = False
+            elif run is not None:
+                out.update(run.sure)
             else:
                 for imp in facts.module_level_imports():
                     # urllib3: `if sys.platform == "emscripten": from .contrib.emscripten import ...`
@@ -387,6 +411,128 @@ class ModuleUniverse:
         if entry is not None and entry.origin == "stdlib" and not stdlib_request:
             return frozenset()
         return self.direct_imports(m)[0]
+
+    def maybe_imported(self, imported: frozenset[str]) -> tuple[dict[str, str], tuple[str, ...]]:
+        """Modules that importing ``imported`` (a closure) may import "either way", and why;
+        and the computed imports that run meanwhile (``module:line ...``), sorted."""
+        maybe: dict[str, str] = {}
+        opaques: set[str] = set()
+        for m in sorted(imported):
+            run = self.model.run(m) if m in self._programs else None
+            if run is None:
+                continue
+            if run.opaque:
+                opaques.add(run.opaque)
+            for mod, why in run.maybe.items():
+                if mod not in imported:
+                    maybe.setdefault(mod, why)
+        opaque = min(opaques) if opaques else ""
+        if opaques:
+            # a registry filled with literal module names (sqlalchemy's
+            # `@preload_module("sqlalchemy.orm.strategies")`): those may be imported
+            # only registrations made by modules that run (sqlalchemy.orm's own are not, when
+            # `import sqlalchemy` imports no sqlalchemy.orm module)
+            for m in imported:
+                for mod in self.model.named_modules(m) if m in self._programs else ():
+                    if mod not in imported:
+                        maybe.setdefault(mod, f"{opaque}, and {m} names {mod} in a call at import time")
+        for mod, why in list(maybe.items()):
+            for more in self._closure_of(mod, False):
+                if more not in imported:
+                    maybe.setdefault(more, why)
+        return maybe, tuple(sorted(opaques))
+
+    def shadowed(self, parent: str) -> Reach | None:
+        """``a.b`` re-bound by ``a`` to an object after ``a`` imported ``a.b`` (sympy's ``series``):
+        user code that walks ``a.b`` gets the object, not the module."""
+        parts = parent.split(".")
+        for i in range(1, len(parts)):
+            owner, name = ".".join(parts[:i]), parts[i]
+            if self.program(owner) is None:
+                continue
+            what, effect, truth = self.model.final_binding(owner, name)
+            if what != "object" or effect is None:
+                continue
+            child = f"{owner}.{name}"
+            entry = self.get(owner)
+            is_pkg = bool(entry and entry.is_package)
+            def names_child(e) -> bool:
+                base = absolute_module(e.module, e.level, owner, is_pkg) or ""
+                return base == child or base.startswith(child + ".") or (bool(e.name) and f"{base}.{e.name}" == child)
+
+            from_child = effect.kind == "import" and names_child(effect)
+            earlier = any(e.kind == "import" and e.line < effect.line and names_child(e) for e in self.program(owner).effects)
+            if not (from_child or earlier):
+                continue
+            where = f"{entry.display}:{effect.line}" if entry else owner
+            if truth.value is None:
+                return Reach("unknown", f"{where} may re-bind {name} to an object (either way: {truth.reason})")
+            return Reach("trap", f"{where} re-binds {name} to an object after importing {child}: `{child}` is that object, not the module", shadow=True)
+        return None
+
+    def getattr_verdict(self, parent: str, sub: str, model) -> Reach | None:
+        """A ``__getattr__`` whose tables and fallback are all known: serves ``sub`` or raises."""
+        if model is None:
+            return None
+        names = set(model.literals)
+        for t in model.tables:
+            keys = self._table(parent, t)
+            if keys is None:
+                return None
+            names |= set(keys)
+        entry = self.get(parent)
+        where = f"{entry.display}:{model.line}" if entry else parent
+        if sub in names:
+            return Reach("getattr", f"{where} __getattr__ serves {sub!r} from its table", f"{parent}.{sub}")
+        if model.fallback == "raise":
+            return Reach("getattr-trap", f"{where} __getattr__ raises AttributeError for {sub!r} (not in {', '.join(model.tables) or 'its names'})")
+        if model.fallback == "call":
+            target = self._factory_raises(parent, model.fallback_callee, sub)
+            if target:
+                return Reach("getattr-trap", f"{where} __getattr__ falls back to {model.fallback_callee}(), which raises AttributeError for {sub!r} ({target})")
+        return None
+
+    def _table(self, module: str, name: str) -> tuple[str, ...] | None:
+        prog = self.program(module)
+        if prog is None or "." in name:
+            return None
+        keys = prog.table(name)
+        if keys is not None:
+            return keys
+        imported = self.model._imported_object(module, name)
+        if imported and imported[1]:
+            other = self.program(imported[0])
+            return other.table(imported[1]) if other is not None else None
+        return None
+
+    def _factory_raises(self, module: str, callee: str, sub: str) -> str:
+        """Where ``callee`` (or the function a factory returned into it) ends in raise AttributeError."""
+        prog = self.program(module)
+        if prog is None or "." in callee:
+            return ""
+        body = prog.function(callee)
+        where = module
+        if body is None:
+            from cuaudit.analysis.import_time import _bound_value
+
+            factory = _bound_value(prog, callee)
+            if not factory or "." in factory:
+                return ""
+            imported = self.model._imported_object(module, factory)
+            if prog.function(factory) is not None:
+                where, fname = module, factory
+            elif imported and imported[1]:
+                where, fname = imported
+            else:
+                return ""
+            other = self.program(where)
+            body = other.function(fname) if other is not None else None
+            if body is None or not body.returns_function:
+                return ""
+            # a table of the factory's module naming `parent:sub` would be served (pydantic's MOVED_IN_V2)
+            if any(f"{module}:{sub}" in keys or f"{module}.{sub}" in keys for _, keys in other.tables):
+                return ""
+        return f"{where}.{body.name}" if body.raises_attribute_error else ""
 
     # -- names ---------------------------------------------------------------------------------
     def exported(self, name: str, depth: int = 0) -> frozenset[str] | None:
@@ -457,14 +603,40 @@ class ModuleUniverse:
         full = f"{parent}.{sub}"
         entry = self.get(parent)
         facts = entry.facts if entry is not None and entry.kind in ("package", "module") else None
+        shadow = self.shadowed(parent)
+        if shadow is not None:
+            return shadow
         deleted = [line for name, line in (facts.deleted if facts else ()) if name == sub]
-        if facts is not None and facts.syntax_error is None and not deleted and sub in facts.bound_names():
+        prog = self.program(parent) if facts is not None and facts.syntax_error is None else None
+        either = ""
+        if prog is not None:
+            # the import-time model: the last binding that runs wins; one that may not run is "either way"
+            what, effect, truth = self.model.final_binding(parent, sub)
+            if what != "none" and truth.value is True:
+                assumed = f" (assuming {truth.assumed})" if truth.assumed else ""
+                return Reach("bound", f"{entry.display}:{effect.line} binds {sub}{assumed}", self.binding_target(parent, sub))
+            if what != "none":
+                either = f"{entry.display}:{effect.line} binds {sub} only in one case (either way: {truth.reason})"
+        elif facts is not None and facts.syntax_error is None and not deleted and sub in facts.bound_names():
             b = next(b for b in facts.bindings if b.name == sub)
             return Reach("bound", f"{entry.display}:{b.line} binds {sub}", self.binding_target(parent, sub))
         if callable(imported):
             imported = imported()
         if full in imported and not deleted:
             return Reach("imported", f"{full} is imported when {parent} is", full)
+        if prog is not None:
+            maybe, opaque = self.maybe_imported(imported)
+            run = self.model.run(parent)
+            if run is not None and run.swapped:
+                return Reach("unknown", f"unknown: {run.swapped} while {parent} is imported")
+            if either:
+                return Reach("unknown", either)
+            if full in maybe:
+                return Reach("unknown", f"{full} is imported only in one case (either way: {maybe[full]})")
+            # a computed import in a module of this very package may import any of its modules
+            for why in opaque:
+                if why.split(":")[0].rpartition(".")[0] == parent:
+                    return Reach("unknown", f"unknown: {why} while {parent} is imported")
         if entry is None:
             return Reach("unknown", f"{parent} is not known")
         where = entry.display
@@ -480,9 +652,17 @@ class ModuleUniverse:
             if g is not None and sub in handled:
                 return Reach("getattr", f"{where}:{g.line} __getattr__ serves {sub!r}", full)
             return Reach("trap", f"{where}:{deleted[-1]} deletes {sub} (`del {sub}`) after importing it")
-        if sub in f.bound_names():
+        if prog is None and sub in f.bound_names():
             b = next(b for b in f.bindings if b.name == sub)
             return Reach("bound", f"{where}:{b.line} binds {sub}", self.binding_target(parent, sub))
+        swap = prog.swap if prog is not None else None
+        if swap is not None and swap.copies_dict and swap.cls and prog.function(f"{swap.cls}.__init__") is None:
+            # Pygments' lexers: the replacement is an instance of the module's own class holding a
+            # copy of the module's names; what it lacks, its class's __getattr__ answers
+            if prog.swap_getattr is None:
+                return Reach("trap", f"{where}:{swap.line} replaces the module with a {swap.cls} copying its names; {sub} is not one of them")
+            got = self.getattr_verdict(parent, sub, prog.swap_getattr)
+            return got or Reach("unknown", f"{where}:{prog.swap_getattr.line} {swap.cls}.__getattr__ may serve {sub!r}")
         if f.dynamic:
             line, what = f.dynamic[0]
             return Reach("unknown", f"{where}:{line} binds names dynamically ({what})")
@@ -494,6 +674,10 @@ class ModuleUniverse:
             if sub in names:
                 return Reach("bound", f"{where}:{imp.line} star-imports {sub} from {src}")
         handled, g = self.lazy_names(parent)
+        if g is not None and prog is not None and f.lazy is None and sub not in handled:
+            got = self.getattr_verdict(parent, sub, prog.getattr)
+            if got is not None:
+                return got
         if g is not None:
             if f.getattr is not None and f.getattr.delegate and sub not in handled and sub not in g.raising:
                 target = self.binding_target(parent, f.getattr.delegate)
@@ -563,6 +747,8 @@ def build_universe(artifacts: list, facts_for: Callable[[object, str, str], obje
         plat = environment.platform
         uni.sys_platform = "win32" if plat.startswith("win") else "darwin" if plat.startswith("macosx") else "linux" if plat.startswith("linux") else uni.sys_platform
         uni.os_name = "nt" if uni.sys_platform == "win32" else "posix"
+    if environment is not None and environment.version:
+        uni.python_version = tuple(int(p) for p in re.findall(r"\d+", environment.version)[:3])
     per: dict[int, dict[str, ModuleEntry]] = {}
     ordered = sorted(range(len(artifacts)), key=lambda i: artifacts[i].ref.kind is ArtifactKind.INSTALLED)
     for i in ordered:

@@ -78,6 +78,7 @@ _SUBPROCESS = {
 _ENV_READS = {"os.environ.get", "os.getenv", "os.environ.__getitem__", "os.environ", "environ.get", "getenv"}
 _NATIVE_ARCH = re.compile(r"(-arch[= ](native|all-major-native)\b|--gpu-architecture[= ]native\b|-arch=sm_native)")
 #: Names of helper folders whose modules setup.py imports (PyTorch's tools/, scikit-learn's build_tools/).
+_BUILDS_SOMETHING = re.compile(r"setuptools|distutils|cpp_extension|\bExtension\(|cmake|nvcc|scikit_build|build_ext|mesonpy|hatchling")
 _HELPER_DIRS = re.compile(r"^(tools|build_tools|buildtools|build_utils|buildutils|scripts|setup_helpers|setup_utils|_build|ci|cmake|build_helpers)/")
 
 
@@ -534,7 +535,15 @@ class _PythonBuild:
         return Probe(probe.label, probe.text, probe.span, probe.function, edits, text, self.mentions_rocm)
 
     def _host_archs(self) -> None:
+        # a script that builds nothing (a GPU test script under scripts/) takes no architectures
+        if not _BUILDS_SOMETHING.search(self.source):
+            return
+        # a docstring that mentions `-arch=native` passes it to no compiler
+        docs = {id(b[0].value) for b in [self.tree.body] + [n.body for n in ast.walk(self.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+                if b and isinstance(b[0], ast.Expr) and isinstance(b[0].value, ast.Constant)}
         for n in ast.walk(self.tree):
+            if id(n) in docs:
+                continue
             if isinstance(n, ast.Call):
                 d = _alias(_dotted(n.func, self.names) or "")
                 label = HOST_ARCH_CALLS.get(d)
@@ -805,6 +814,10 @@ def python_build_facts(module: PythonModule) -> BuildScript | None:
 def is_build_python(member: Member) -> bool:
     """Python files of a tree that take part in the build: setup.py and its helpers."""
     if member.kind is MemberKind.BUILD:
+        # `build.py` is a common module name (cuaudit's own facts/build.py): only at the top
+        # or in a helper folder is it a build script; setup.py / hatch_build.py are one anywhere
+        if member.path.rsplit("/", 1)[-1] == "build.py":
+            return "/" not in member.path or bool(_HELPER_DIRS.match(member.path))
         return member.path.endswith(".py")
     if member.kind is not MemberKind.PYTHON or member.size > 2 * 1024 * 1024:
         return False
@@ -818,7 +831,7 @@ class BuildExtractor(Extractor):
     version = 2  # 2: a pass over the shared parses (a script that does not parse is the format check's CU007)
 
     def applies(self, member: Member) -> bool:
-        if member.kind is MemberKind.BUILD:
+        if member.kind is MemberKind.BUILD and not member.path.endswith(".py"):
             return True
         return is_build_python(member)
 

@@ -171,7 +171,7 @@ class ElfExtractor(Extractor):
     """Dynamic-section facts of every ELF member (``.so``, ``.so.N``, sniffed files)."""
 
     name = "elf"
-    version = 2  # the image's reader: string tables must end with NUL, section tables are checked
+    version = 3  # 2: the image's reader (string tables end with NUL, section tables checked); 3: .init_array kept
 
     @classmethod
     def reads_whole(cls, member: Member) -> bool:

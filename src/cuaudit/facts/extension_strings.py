@@ -38,6 +38,10 @@ class ExtensionModuleStrings:
 
     dotted: tuple[str, ...]
     identifiers: tuple[str, ...] = ()
+    #: dotted names that can be import evidence: whole C strings (``"cupy.cuda.common"``), and
+    #: names in compressed blobs outside prose (``>>> import matplotlib.pyplot as plt`` in a
+    #: docstring of numpy's ``_multiarray_umath`` imports nothing); None in facts of version 2
+    imports: tuple[str, ...] | None = None
 
 
 def is_extension_module_name(path: str) -> bool:
@@ -55,8 +59,25 @@ def identifier_strings(data: bytes) -> tuple[str, ...]:
     return tuple(sorted({m.group().decode("ascii") for m in _IDENT.finditer(data)}))
 
 
-def dotted_strings(data: bytes) -> tuple[str, ...]:
-    found = {m.group().decode("ascii") for m in _DOTTED.finditer(data)}
+_WHOLE = re.compile(rb"(?<=\x00)" + _DOTTED.pattern + rb"(?=\x00)")
+#: a dotted name in running text: after "import "/"from "/">>> " or a quote, or before " import"/" as "
+_PROSE_BEFORE = (b"import ", b"from ", b">>> ", b"`", b"'", b'"', b"... ")
+_PROSE_AFTER = (b" import", b" as ", b"`", b"(", b"'", b'"')
+
+
+def import_evidence(data: bytes) -> tuple[str, ...]:
+    """Dotted names that a module may import by: whole C strings, and blob names outside prose."""
+    found = {m.group().decode("ascii") for m in _WHOLE.finditer(data)}
+    for out in _inflated_blobs(data):
+        for m in _DOTTED.finditer(out):
+            before, after = out[max(0, m.start() - 8) : m.start()], out[m.end() : m.end() + 8]
+            if before.endswith(_PROSE_BEFORE) or after.startswith(_PROSE_AFTER):
+                continue
+            found.add(m.group().decode("ascii"))
+    return tuple(sorted(found))
+
+
+def _inflated_blobs(data: bytes):
     for header in _ZLIB_HEADERS:
         start = 0
         while True:
@@ -70,13 +91,19 @@ def dotted_strings(data: bytes) -> tuple[str, ...]:
             except zlib.error:
                 continue
             if len(out) >= 64 and d.eof:
-                found |= {m.group().decode("ascii") for m in _DOTTED.finditer(out)}
+                yield out
+
+
+def dotted_strings(data: bytes) -> tuple[str, ...]:
+    found = {m.group().decode("ascii") for m in _DOTTED.finditer(data)}
+    for out in _inflated_blobs(data):
+        found |= {m.group().decode("ascii") for m in _DOTTED.finditer(out)}
     return tuple(sorted(found))
 
 
 class ExtensionStringsExtractor(Extractor):
     name = "extension_strings"
-    version = 3  # read through the ELF image: a corrupt section table is CU005 from the image
+    version = 4  # 3: read through the ELF image; 4: `imports` (whole strings, no prose)
 
     def applies(self, member: Member) -> bool:
         return member.kind is MemberKind.ELF and member.size <= MAX_SIZE and is_extension_module_name(member.path)
@@ -86,4 +113,4 @@ class ExtensionStringsExtractor(Extractor):
         # CUDA extension) and machine code are skipped.
         image = reader.elf()
         data = b"\0".join(image.section_bytes(s) for s in image.sections() if s.name in _SECTIONS and s.type != SHT_NOBITS)
-        return ExtensionModuleStrings(dotted_strings(data), identifier_strings(data))
+        return ExtensionModuleStrings(dotted_strings(data), identifier_strings(data), import_evidence(data))

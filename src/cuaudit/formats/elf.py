@@ -49,7 +49,8 @@ SMALL_MEMBER = 1024**2
 #: ... and larger ones when the stream is already this close to it.
 SECTION_SLACK = 8 * 1024**2
 #: Section names the linking view keeps (device code, fat binaries).
-INTERESTING_SECTION_PREFIXES = (".nv", "__nv", ".nvFatBin")
+#: ".init_array": the constructors a library runs at load (CU201's umbrella verdict)
+INTERESTING_SECTION_PREFIXES = (".nv", "__nv", ".nvFatBin", ".init_array")
 #: Longest string read from a string table (names, paths, versions).
 MAX_STRING = 64 * 1024
 #: More version entries than this is not a real file (glibc's libc.so.6 has 40).

@@ -8,7 +8,9 @@ exactly the traps we look for.  ``sys.path`` is then set by hand: the
 folders the audited code lives in, and the environment's site directories
 with the path lines of their ``.pth`` files (read, never executed).
 
-In that interpreter the probe imports ``parent``, answers from
+In that interpreter the probe imports ``parent`` and reaches it as user code
+does, attribute by attribute from the top-level package (``sympy.series`` is
+a function once ``sympy`` has run ``from .series import series``); it answers from
 ``parent.__dict__`` when it can (no side effect), and otherwise calls
 ``getattr(parent, sub)`` in a forked child, so that a lazy ``__getattr__``
 that imports one submodule cannot make the next answer wrong.  The script
@@ -43,11 +45,15 @@ def say(*parts):
     sys.stdout.flush()
 try:
     __import__(parent)
-    mod = sys.modules[parent]
+    mod = sys.modules[parent.partition(".")[0]]
+    # what user code reaches: `import a.b; a.b.c` walks from `a`, and `a.b` may be re-bound
+    # to a same-named object (sympy: `from .series import series`)
+    for part in parent.split(".")[1:]:
+        mod = getattr(mod, part)
 except BaseException as e:
     say("PARENT", type(e).__name__, e)
     raise SystemExit(0)
-d = mod.__dict__
+d = mod.__dict__ if mod is sys.modules.get(parent) else {"__getattr__": None}
 try:
     import posix
     fork = posix.fork

@@ -299,8 +299,8 @@ def plan(wheel: str, config) -> list[Removal]:
     report = audit([wheel], config=config, command="repair")
     by_member: dict[str, list[tuple[str, str]]] = {}
     for f in report.findings:
-        if f.code != "CU201" or not f.location.member:
-            continue
+        if f.code != "CU201" or not f.location.member or f.evidence.get("verdict") == "constructors":
+            continue  # a library loaded for its constructors is no over-linking: never removed
         by_member.setdefault(f.location.member, []).append((f.evidence.get("library", f.key), f.evidence.get("evidence", "")))
     return [
         Removal(m, tuple(lib for lib, _ in items), tuple(ev for _, ev in items)) for m, items in sorted(by_member.items())

@@ -381,6 +381,92 @@ class ExtensionTypeSizeChanged(CapiRule):
             )
 
 
+#: sizeof(PyArray_Descr) on 64-bit platforms as Cython records it for `numpy.dtype`, by the
+#: headers a module was compiled with: NumPy < 1.20, 1.20-1.26, 2.x (whose public struct is small)
+NUMPY_DTYPE_SIZE = {88: "1.x (< 1.20)", 96: "1.x", 32: "2.x"}
+
+
+def _numpy_versions(ctx) -> dict[tuple[int, int], str]:
+    """(major, minor) -> "numpy X.Y.Z" for the NumPy distributions among the artifacts."""
+    import re
+
+    out: dict[tuple[int, int], str] = {}
+    for art in ctx.artifacts:
+        nums = re.match(r"(\d+)\.(\d+)", art.ref.version or "")
+        if (art.ref.name or "").lower() == "numpy" and nums:
+            out.setdefault((int(nums.group(1)), int(nums.group(2))), f"numpy {art.ref.version}")
+    return out
+
+
+class NumpyAbiMismatch(CapiRule):
+    """## What it does
+    Finds a compiled module built with NumPy 1.x headers next to a NumPy
+    2.x (installed in `env`, or given to `check` as a wheel).  Cython
+    records the size it expects for `numpy.dtype`: 96 bytes from NumPy
+    1.20-1.26 headers (88 before 1.20), 32 from 2.x headers on 64-bit
+    platforms; the NumPy next to the module says which runs.  A 1.20+ build
+    next to NumPy < 1.20 is reported too (the struct is smaller there).
+    Modules built with NumPy 2.x headers also run on NumPy 1.x (by default
+    back to 1.19), so they are not reported.
+
+    ## Why is this bad?
+    NumPy 2 refuses a module compiled against 1.x at import (`A module that
+    was compiled using NumPy 1.x cannot be run in NumPy 2.x`, then
+    `ImportError: numpy.core.multiarray failed to import`); a 1.20+ build
+    under an older NumPy fails with `ValueError: numpy.dtype size changed,
+    may indicate binary incompatibility. Expected 96 from C header, got 88
+    from PyObject`.  pip installs either pair without complaint when the
+    package's requirement on numpy has no upper bound.
+
+    ## Example
+    ```
+    pkg/_ext.cpython-311-x86_64-linux-gnu.so: CU317 compiled with NumPy 1.x headers (numpy.dtype of 96 bytes);
+    numpy 2.0.2 is installed: import fails
+    ```
+
+    ## Use instead
+    Install a release of the package built with NumPy 2.x headers, or pin
+    `numpy<2` for it.
+
+    ## Fix safety
+    No automatic fix.
+    """
+
+    code = "CU317"
+    name = "numpy-abi-mismatch"
+    summary = "A module compiled with NumPy 1.x headers runs with NumPy 2.x"
+    severity = Severity.ERROR
+
+    def check(self, ctx) -> Iterable[Finding]:
+        versions = _numpy_versions(ctx)
+        if len(versions) != 1:
+            return  # no NumPy named, or several: which one runs is not known
+        (running, which), = versions.items()
+        for art, member, facts in ctx.facts("cython-capi"):
+            for t in getattr(facts, "type_imports", ()):
+                built = NUMPY_DTYPE_SIZE.get(t.size) if (t.module, t.name) == ("numpy", "dtype") else None
+                if built is None:
+                    continue
+                if built != "2.x" and running >= (2, 0):
+                    error = "A module that was compiled using NumPy 1.x cannot be run in NumPy 2.x"
+                elif t.size == 96 and running < (1, 20):
+                    error = ("ValueError: numpy.dtype size changed, may indicate binary incompatibility. "
+                             "Expected 96 from C header, got 88 from PyObject")
+                else:
+                    continue
+                where = "installed" if art.ref.kind.value == "installed" else "given"
+                yield self.finding(
+                    Location(art.ref, member.path, symbol="numpy.dtype"),
+                    f"{member.path} was compiled with NumPy {built} headers (it expects numpy.dtype of {t.size} bytes); "
+                    f"{which} is {where}: import fails with `{error}`",
+                    fix=Fix(f"install a build of {art.ref.name or 'this package'} made with the headers of the NumPy "
+                            f"you run, or pin {'numpy<2' if running >= (2, 0) else 'numpy>=1.20'} for it"),
+                    evidence={"expected_size": t.size, "built_with": built, "numpy": which},
+                    key="numpy.dtype",
+                )
+                break
+
+
 # -- `cuaudit diff` findings ------------------------------------------------------------------
 
 

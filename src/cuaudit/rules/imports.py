@@ -218,7 +218,7 @@ class SubmoduleNotBound(Rule):
     # CU102, the form that breaks users (cupy.cuda.nccl).  A package's own CI raises it with
     # `severity = {CU101 = "warning"}`.
     severity = Severity.INFO
-    needs = (FACTS, "extension_strings")
+    needs = (FACTS, "extension_strings", "import_time")
 
     def check(self, ctx) -> Iterator[Finding]:
         for t in _package_traps(ctx):
@@ -289,7 +289,7 @@ class GetattrMissesSubmodule(Rule):
     name = "getattr-misses-submodule"
     summary = "A module `__getattr__` raises AttributeError for an importable submodule"
     severity = Severity.WARNING
-    needs = (FACTS, "extension_strings")
+    needs = (FACTS, "extension_strings", "import_time")
 
     def check(self, ctx) -> Iterator[Finding]:
         m = _model(ctx)
@@ -356,7 +356,7 @@ class LazyTableMismatch(Rule):
     name = "lazy-table-mismatch"
     summary = "A lazy-loading table, its `.pyi` stub and the files on disk disagree"
     severity = Severity.WARNING
-    needs = (FACTS, "extension_strings")
+    needs = (FACTS, "extension_strings", "import_time")
 
     def check(self, ctx) -> Iterator[Finding]:
         m = _model(ctx)
@@ -545,7 +545,14 @@ def _file_traps(uni: ModuleUniverse, art, path: str, own: str | None, facts) -> 
             r = uni.reach(cur, attr, lambda c=cur: closure_for(c))
             if r.works:
                 if r.status == "bound" and r.target != cand:
-                    break  # bound to something else: we no longer know what the chain is
+                    # bound to something else: the chain goes on from that object.  When the
+                    # package re-binds the name after importing the submodule (sympy's
+                    # `from .series import series`), a submodule reached through it is a trap.
+                    nxt = ch.attrs[depth + 1] if depth + 1 < len(ch.attrs) else None
+                    shadow = uni.shadowed(cand) if nxt and uni.exists(f"{cand}.{nxt}") else None
+                    if shadow is not None and shadow.is_trap:
+                        out.append(_ChainTrap(art, path, ch, cand, nxt, f"{cand}.{nxt}", shadow, imp))
+                    break
                 cur = cand
                 continue
             if r.is_trap:
@@ -604,7 +611,7 @@ class SubmoduleAttributeAccess(Rule):
     name = "submodule-attribute-access"
     summary = "Code reaches a submodule through attributes without importing it"
     severity = Severity.WARNING
-    needs = (FACTS, "extension_strings")
+    needs = (FACTS, "extension_strings", "import_time")
 
     def check(self, ctx) -> Iterator[Finding]:
         for t in _chain_traps(ctx):
@@ -612,6 +619,18 @@ class SubmoduleAttributeAccess(Rule):
             if ch.guard:
                 continue  # an availability check: CU105
             dotted = ".".join((ch.root,) + ch.attrs)
+            if t.reach.shadow:
+                # importing the submodule does not help: the walk goes through the re-bound object
+                yield self.finding(
+                    Location(t.artifact.ref, t.member, ch.line, ch.column, ch.end_line, ch.end_column, symbol=t.module),
+                    f"`{dotted}` walks through `{t.parent}`, which is not the module: {t.reach.detail}; this raises "
+                    f"AttributeError (the object has no attribute '{t.sub}') even after `import {t.module}`",
+                    fix=Fix(f"Bind the submodule directly: `from {t.parent} import {t.sub}` (or `import {t.module} as {t.sub}`)"),
+                    evidence={"module": t.module, "parent": t.parent, "submodule": f"{t.parent}.{t.sub}", "why": t.reach.detail},
+                    key=f"{t.module}",
+                    origin=_origin(t),
+                )
+                continue
             edits, applicability = _import_edit(t)
             yield self.finding(
                 Location(t.artifact.ref, t.member, ch.line, ch.column, ch.end_line, ch.end_column, symbol=t.module),
@@ -688,7 +707,7 @@ class AttributeErrorAvailabilityCheck(Rule):
     name = "attribute-error-availability-check"
     summary = "An availability check catches AttributeError from an unimported submodule"
     severity = Severity.WARNING
-    needs = (FACTS, "extension_strings")
+    needs = (FACTS, "extension_strings", "import_time")
 
     def check(self, ctx) -> Iterator[Finding]:
         seen: set[tuple] = set()

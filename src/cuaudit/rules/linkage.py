@@ -273,6 +273,23 @@ class UnusedNeededLibrary(LinkageRule):
                 if not facts.imports:
                     hint = ("; it imports no symbol at all: if it exists to preload its libraries, list it in "
                             "[tool.cuaudit.allow] preload-libraries")
+                ctors = _constructors(lk, i, member.path, facts, usage, lib)
+                if ctors:
+                    # an umbrella (torch's libtorch.so needs libtorch_cuda.so so that its kernels
+                    # register): the entry is the point, never a safe removal
+                    yield self.finding(
+                        Location(art.ref, member.path, symbol=lib),
+                        f"{member.path} uses no symbol of {what}{lib}, but it uses none of any of its libraries: it "
+                        f"exists to load them, and {lib} runs {ctors} constructors at load (.init_array) that "
+                        f"register what it provides; removing the entry would drop that, so it is not over-linking",
+                        severity=Severity.INFO,
+                        key=lib,
+                        evidence={"library": lib, "kind": kind, "evidence": u.evidence, "detail": u.detail,
+                                  "needed": list(facts.needed), "verdict": "constructors", "init_array_entries": ctors},
+                        fix=Fix("keep the entry (do not link this file with --as-needed, and do not `cuaudit repair` it); "
+                                "list the file in [tool.cuaudit.allow] preload-libraries to silence this"),
+                    )
+                    continue
                 yield self.finding(
                     Location(art.ref, member.path, symbol=lib),
                     f"{member.path} needs {what}{lib} but uses none of its symbols ({u.detail}); {consequence}{hint}",
@@ -284,6 +301,22 @@ class UnusedNeededLibrary(LinkageRule):
                             maintainer=f"link with -Wl,--as-needed (or drop -l{split_soname(lib)[0][3:]}): "
                             f"each module then records only the libraries it uses"),
                 )
+
+
+def _constructors(lk: Linkage, i: int, member: str, facts: ElfFacts, usage: dict, lib: str) -> int:
+    """Entries of ``lib``'s ``.init_array`` when ``member`` is an umbrella: it uses no symbol of any
+    library it needs (its DT_NEEDED entries are its purpose) and ``lib`` has constructors; else 0."""
+    if facts.is_python_extension:
+        return 0  # an extension module is no umbrella (cupy's _core/flags needing libcublas is the seed)
+    others = [facts_lib for facts_lib in facts.needed if lk.kind(facts_lib) != "system"]
+    if not others or any(usage.get(n) is None or usage[n].used is not False for n in others):
+        return 0
+    provider = lk.resolver.facts_of(lk.resolve(i, member, facts, lib))
+    for sec in (provider.sections or ()) if provider is not None else ():
+        # gcc gives every library one entry (frame_dummy): registration means more than that
+        if sec.name == ".init_array" and sec.size // 8 >= 2:
+            return sec.size // 8
+    return 0
 
 
 class ImportLoadsGpuLibraries(LinkageRule):

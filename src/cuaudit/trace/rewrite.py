@@ -11,8 +11,15 @@ user's own modules from a rewritten AST in which
 * calls whose callee's name is a NumPy ufunc or a promotion-sensitive
   function (``np.add(...)``, ``xp.can_cast(...)``) become ``__cu_call__(SITE, f, ...)`` (dunder names: never mangled in class bodies).
 
-Comparisons are left alone: NumPy 2 special-cases Python integers there and
-the result is ``bool`` either way.  Only the user's modules are rewritten
+* a single comparison (``a < b``; not chains, ``is`` or ``in``) becomes
+  ``__cu_cmp__(OP, a, b, SITE)``: its *values* can change (``np.float32(16777217)
+  == 16777217`` is False under value-based casting, which compares in float64,
+  and True under NEP 50, which casts the Python int to float32),
+* a call through an attribute with an integer literal argument
+  (``np.full(3, 300, dtype=np.uint8)``, ``a.fill(-1)``) goes through
+  ``__cu_call__`` too: NumPy 2 raises OverflowError where 1.x wrapped around.
+
+Only the user's modules are rewritten
 (never the standard library or site-packages), so the library's own
 arithmetic runs at full speed.
 """
@@ -46,6 +53,18 @@ SENSITIVE_CALLS = frozenset(
     arctan2 hypot copysign nextafter logaddexp logaddexp2 heaviside gcd lcm ldexp
     logical_and logical_or logical_xor can_cast result_type""".split()
 )
+
+
+#: comparison operator -> (index into runtime tables, symbol)
+COMPARES: dict[type, tuple[int, str]] = {
+    ast.Eq: (0, "=="), ast.NotEq: (1, "!="), ast.Lt: (2, "<"), ast.LtE: (3, "<="), ast.Gt: (4, ">"), ast.GtE: (5, ">="),
+}
+
+
+def _int_literal(node: ast.AST) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) is int
 
 
 @dataclass(frozen=True)
@@ -123,13 +142,20 @@ class _Rewriter(ast.NodeTransformer):
 
     def visit_Compare(self, node: ast.Compare) -> ast.AST:
         self.generic_visit(node)
-        return node  # never hooked: see the module docstring
+        op = COMPARES.get(type(node.ops[0])) if len(node.ops) == 1 else None
+        if op is None:
+            return node
+        site = self._site(node, op[1])
+        call = ast.Call(ast.Name("__cu_cmp__", ast.Load()), [ast.Constant(op[0]), node.left, node.comparators[0], site], [])
+        return ast.copy_location(call, node)
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
-        if name not in SENSITIVE_CALLS:
+        literal_int = isinstance(func, ast.Attribute) and any(
+            _int_literal(a) for a in [*node.args, *(k.value for k in node.keywords)])
+        if name not in SENSITIVE_CALLS and not literal_int:
             return node
         site = self._site(node, "call")
         call = ast.Call(ast.Name("__cu_call__", ast.Load()), [site, func, *node.args], node.keywords)

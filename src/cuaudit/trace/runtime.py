@@ -143,6 +143,59 @@ def iitem(op: int, obj: Any, key: Any, value: Any, site: int) -> None:
     obj[key] = iop(op, obj[key], value, site)
 
 
+_CMP = [operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge]
+_CMP_UFUNCS = ["equal", "not_equal", "less", "less_equal", "greater", "greater_equal"]
+_CMP_SYMBOLS = ["==", "!=", "<", "<=", ">", ">="]
+
+
+def cmp(op: int, a: Any, b: Any, site: int) -> Any:
+    """A comparison: NEP 50 casts a Python scalar to the array's dtype, 1.x compared by value."""
+    ta, tb = type(a), type(b)
+    if (ta in _PLAIN and tb in _PLAIN) or not (ta in _PY_SCALARS or tb in _PY_SCALARS) or not _interesting(a, b):
+        return _CMP[op](a, b)
+    result = _CMP[op](a, b)
+    if _is_cupy(a) or _is_cupy(b):
+        return result
+    CALLS["slow"] += 1
+    try:
+        old = _legacy.result_type_outcome([_legacy.operand(a), _legacy.operand(b)])
+        dtype = old.dtype
+        if old.error is not None or dtype is None or dtype.kind not in "biufc":
+            return result
+        import warnings
+
+        with warnings.catch_warnings(), _np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            legacy = getattr(_np, _CMP_UFUNCS[op])(_np.asarray(a, dtype=dtype), _np.asarray(b, dtype=dtype))
+        new = _np.asarray(result)
+        if legacy.shape == new.shape and not _np.array_equal(legacy, new):
+            differ = int(_np.count_nonzero(legacy != new))
+            shown = (f"{bool(legacy)}" if legacy.ndim == 0 else f"{differ} of {legacy.size} elements differ") + f" (compared in {dtype})"
+            _record(site, "value", shown, f"{bool(new)}" if new.ndim == 0 else "the other answer", _operands_text((a, b), _CMP_SYMBOLS[op]))
+    except Exception:  # noqa: BLE001 - never let the model break the user's program
+        pass
+    return result
+
+
+def _numpy_callable(f: Any) -> bool:
+    owner = getattr(f, "__self__", None)
+    module = getattr(f, "__module__", None) or ""
+    return module.startswith("numpy") or isinstance(owner, (_nd, _generic)) or type(owner).__module__.startswith("numpy")
+
+
+def _int_out_of_range(site: int, f: Any, args: tuple, kwargs: dict) -> Any:
+    """A NumPy function given a Python int its dtype cannot hold: 1.x wrapped it, 2.x raises."""
+    try:
+        return f(*args, **kwargs)
+    except OverflowError as exc:
+        ints = [x for x in (*args, *kwargs.values()) if type(x) is int]
+        if ints and ("out of bound" in str(exc) or "Python integer" in str(exc)):
+            name = getattr(f, "__qualname__", None) or getattr(f, "__name__", "call")
+            _record(site, "error", "a wrapped-around value (a DeprecationWarning since 1.24)",
+                    f"OverflowError: {exc}", f"{name}({', '.join(_describe(x) for x in args)})")
+        raise
+
+
 def call(site: int, f: Any, *args: Any, **kwargs: Any) -> Any:
     if _np is None and not _numpy_ready():
         return f(*args, **kwargs)
@@ -165,6 +218,8 @@ def call(site: int, f: Any, *args: Any, **kwargs: Any) -> Any:
         return _can_cast(site, f, args, kwargs)
     if name == "result_type" and module.startswith(("numpy", "cupy")) and args:
         return _result_type(site, f, args, kwargs)
+    if _numpy_callable(f) and any(type(x) is int for x in (*args, *kwargs.values())):
+        return _int_out_of_range(site, f, args, kwargs)
     return f(*args, **kwargs)
 
 
@@ -338,7 +393,8 @@ def _result_type(site: int, f: Any, args: tuple, kwargs: dict) -> Any:
 
 def hooks() -> dict[str, Any]:
     """The names rewritten code refers to (put into each traced module's globals)."""
-    names = {"__cu_binop__": binop, "__cu_iop__": iop, "__cu_iattr__": iattr, "__cu_iitem__": iitem, "__cu_call__": call}
+    names = {"__cu_binop__": binop, "__cu_iop__": iop, "__cu_iattr__": iattr, "__cu_iitem__": iitem, "__cu_call__": call,
+             "__cu_cmp__": cmp}
     names.update({f"__cu_op{i}__": fn for i, fn in enumerate(_OP_HOOKS)})
     return names
 

@@ -1,0 +1,447 @@
+"""What importing a module really runs: the import-time model behind the package model.
+
+:class:`ImportTimeModel` runs each module's :class:`~cuaudit.facts.import_time.ImportTimeFacts`
+the way the interpreter would, statically:
+
+- a condition is evaluated where it is static for the audited interpreter
+  (``TYPE_CHECKING`` is false; module constants; ``sys.platform``,
+  ``os.name``, ``sys.version_info``; an environment variable is taken as
+  unset, and the verdict says so); an ``except ImportError`` fallback does
+  not run when every import of its ``try`` names a module the audit can see;
+  anything else runs "either way" and what it imports is only *maybe*
+  imported;
+- functions and methods called at module level are followed to
+  :data:`CALL_DEPTH` calls deep, through imports, instances
+  (``_reg = _Registry()``) and aliases (``import_prefix = _reg.import_prefix``);
+  a followed body that imports a computed name makes the package's verdicts
+  unknown (sqlalchemy's ``preloaded.import_prefix``);
+- the last binding of a name wins (sympy re-binds ``series`` to a function).
+
+The results are *sure* and *maybe* imports per module, and the final
+binding of a name; :mod:`cuaudit.analysis.module_tree` turns them into
+verdicts.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Callable
+
+from cuaudit.facts.import_time import Condition, Effect, ImportTimeFacts, dotted
+
+#: how many calls deep module-level calls are followed
+CALL_DEPTH = 3
+
+
+@dataclass(frozen=True)
+class Truth:
+    """A condition's value: True, False or None (either way), and why."""
+
+    value: bool | None
+    reason: str = ""  # for None: the condition that decides; for an assumption: what was assumed
+    assumed: str = ""  # e.g. "FORCE_X is unset"
+
+
+@dataclass
+class ModuleRun:
+    """What running one module's top level does (its own code and the calls it follows)."""
+
+    sure: set[str] = field(default_factory=set)
+    maybe: dict[str, str] = field(default_factory=dict)  # module -> the condition it depends on
+    opaque: str = ""  # a followed call imports a computed name: why the model cannot list its imports
+    swapped: str = ""  # a followed call replaces the module in sys.modules: what the model cannot see
+    assumptions: set[str] = field(default_factory=set)
+
+
+_UNKNOWN = object()
+
+
+class ImportTimeModel:
+    """Runs module programs for a :class:`~cuaudit.analysis.module_tree.ModuleUniverse`."""
+
+    def __init__(self, universe, program_for: Callable[[str], ImportTimeFacts | None]) -> None:
+        self.universe = universe
+        self.program_for = program_for
+        self._runs: dict = {}  # module -> ModuleRun; ("named", top) -> modules named in calls
+
+    # -- conditions ------------------------------------------------------------------------
+    def truth(self, module: str, cond: Condition) -> Truth:
+        text = cond.expr
+        if text == "<except ImportError>":
+            u = self.universe
+            entry = u.get(module)
+            is_pkg = bool(entry and entry.is_package)
+            for mod, name, level in cond.try_imports:
+                target = absolute_module(mod, level, module, is_pkg)
+                if target is None or not (u.exists(target) or (name and u.exists(f"{target}.{name}"))):
+                    return Truth(None, f"`except ImportError` at line {cond.line} (its try imports {mod or '.'})")
+            return Truth(False)
+        if text.startswith("<loop"):
+            return Truth(True)
+        if text.startswith("<"):
+            return Truth(None, f"{text.strip('<>')} at line {cond.line}")
+        try:
+            node = ast.parse(text, mode="eval").body
+        except SyntaxError:
+            return Truth(None, f"`{text}` at line {cond.line}")
+        assumed: list[str] = []
+        value = self._eval(node, module, assumed)
+        if value is _UNKNOWN:
+            return Truth(None, f"`if {text}` at line {cond.line}")
+        ok = bool(value) == cond.truth
+        return Truth(ok, "", "; ".join(assumed))
+
+    def runs(self, module: str, conditions: tuple[Condition, ...]) -> Truth:
+        assumed = []
+        for c in conditions:
+            t = self.truth(module, c)
+            if t.value is False:
+                return t
+            if t.value is None:
+                return t
+            if t.assumed:
+                assumed.append(t.assumed)
+        return Truth(True, "", "; ".join(assumed))
+
+    def _eval(self, node: ast.AST, module: str, assumed: list[str]) -> object:
+        u = self.universe
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Tuple):
+            vals = [self._eval(e, module, assumed) for e in node.elts]
+            return _UNKNOWN if any(v is _UNKNOWN for v in vals) else tuple(vals)
+        if isinstance(node, ast.BoolOp):
+            vals = [self._eval(v, module, assumed) for v in node.values]
+            if isinstance(node.op, ast.And):
+                if any(v is not _UNKNOWN and not v for v in vals):
+                    return False
+                return _UNKNOWN if any(v is _UNKNOWN for v in vals) else vals[-1]
+            if any(v is not _UNKNOWN and v for v in vals):
+                return True
+            return _UNKNOWN if any(v is _UNKNOWN for v in vals) else vals[-1]
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            v = self._eval(node.operand, module, assumed)
+            return _UNKNOWN if v is _UNKNOWN else not v
+        name = dotted(node)
+        if name in ("TYPE_CHECKING", "typing.TYPE_CHECKING", "t.TYPE_CHECKING", "_typing.TYPE_CHECKING"):
+            return False
+        if name == "sys.platform":
+            return u.sys_platform
+        if name == "os.name":
+            return u.os_name
+        if name == "sys.version_info":
+            return u.python_version
+        if name == "sys.byteorder":
+            return "little"
+        if name == "sys.implementation.name" or name == "platform.python_implementation":
+            return "cpython"
+        if name == "__name__":
+            return module  # imported, never "__main__"
+        if isinstance(node, ast.Name):
+            prog = self.program_for(module)
+            if prog is not None:
+                for k, v in prog.constants:
+                    if k == node.id:
+                        return v
+            return _UNKNOWN
+        if isinstance(node, ast.Subscript):
+            base = self._eval(node.value, module, assumed)
+            if base is _UNKNOWN:
+                return _UNKNOWN
+            if isinstance(node.slice, ast.Slice):
+                lo = self._eval(node.slice.lower, module, assumed) if node.slice.lower else None
+                hi = self._eval(node.slice.upper, module, assumed) if node.slice.upper else None
+                if lo is _UNKNOWN or hi is _UNKNOWN:
+                    return _UNKNOWN
+                try:
+                    return base[lo:hi]
+                except TypeError:
+                    return _UNKNOWN
+            key = self._eval(node.slice, module, assumed)
+            try:
+                return _UNKNOWN if key is _UNKNOWN else base[key]
+            except (TypeError, IndexError, KeyError):
+                return _UNKNOWN
+        if isinstance(node, ast.Compare):
+            left = self._eval(node.left, module, assumed)
+            for op, right_node in zip(node.ops, node.comparators):
+                if isinstance(op, (ast.In, ast.NotIn)) and dotted(right_node) == "os.environ":
+                    if isinstance(node.left, ast.Constant):
+                        assumed.append(f"{node.left.value} is unset")
+                        res = isinstance(op, ast.NotIn)
+                        return res
+                    return _UNKNOWN
+                right = self._eval(right_node, module, assumed)
+                if left is _UNKNOWN or right is _UNKNOWN:
+                    return _UNKNOWN
+                try:
+                    ok = _compare(op, left, right)
+                except TypeError:
+                    return _UNKNOWN
+                if ok is _UNKNOWN or not ok:
+                    return ok
+                left = right
+            return True
+        if isinstance(node, ast.Call):
+            fname = dotted(node.func)
+            if fname in ("os.environ.get", "os.getenv", "environ.get", "getenv") and node.args and isinstance(node.args[0], ast.Constant):
+                assumed.append(f"{node.args[0].value} is unset")
+                if len(node.args) > 1:
+                    return self._eval(node.args[1], module, assumed)
+                for kw in node.keywords:
+                    if kw.arg == "default":
+                        return self._eval(kw.value, module, assumed)
+                return None
+            if isinstance(node.func, ast.Attribute) and node.func.attr in ("startswith", "endswith") and node.args:
+                base = self._eval(node.func.value, module, assumed)
+                arg = self._eval(node.args[0], module, assumed)
+                if isinstance(base, str) and isinstance(arg, (str, tuple)):
+                    return getattr(base, node.func.attr)(arg)
+            return _UNKNOWN
+        return _UNKNOWN
+
+    # -- running a module ---------------------------------------------------------------------
+    def run(self, module: str) -> ModuleRun | None:
+        """Sure and maybe imports of running ``module``'s top level, or None without a program."""
+        if module in self._runs:
+            return self._runs[module]
+        prog = self.program_for(module)
+        if prog is None:
+            return None
+        out = ModuleRun()
+        self._runs[module] = out  # cycles: a module being run imports nothing new
+        entry = self.universe.get(module)
+        is_pkg = bool(entry and entry.is_package)
+        for e in prog.effects:
+            t = self.runs(module, e.conditions)
+            if t.value is False:
+                continue
+            if t.assumed:
+                out.assumptions.add(t.assumed)
+            self._effect(module, is_pkg, prog, e, out, t, 0, set(), {})
+        return out
+
+    def _add(self, out: ModuleRun, mods: list[str], t: Truth) -> None:
+        for m in mods:
+            if t.value is True:
+                out.sure.add(m)
+                out.maybe.pop(m, None)
+            elif m not in out.sure:
+                out.maybe.setdefault(m, t.reason)
+
+    def _effect(self, module: str, is_pkg: bool, prog: ImportTimeFacts, e: Effect, out: ModuleRun, t: Truth, depth: int,
+                seen: set, args: dict[str, str] | None = None) -> None:
+        """Apply one effect; ``args``: the literal arguments the followed call passed, by parameter."""
+        args = args or {}
+        u = self.universe
+        if e.kind == "import":
+            base = absolute_module(e.module, e.level, module, is_pkg)
+            if not base:
+                return
+            parts = base.split(".")
+            mods = [".".join(parts[: i + 1]) for i in range(len(parts))]
+            if e.level or e.name:
+                if e.name and e.name != "*" and u.exists(f"{base}.{e.name}"):
+                    mods.append(f"{base}.{e.name}")
+            self._add(out, mods, t)
+        elif e.kind == "dynamic-import":
+            if not e.module and e.bound and args.get(e.bound):
+                e = dataclasses.replace(e, module=args[e.bound])
+            if not e.module:
+                out.opaque = out.opaque or f"{module}:{e.line} imports a computed module name"
+                return
+            target = e.module
+            if target.startswith("."):
+                level = len(target) - len(target.lstrip("."))
+                target = absolute_module(target.lstrip("."), level, module, is_pkg) or ""
+            parts = [p for p in target.split(".") if p]
+            self._add(out, [".".join(parts[: i + 1]) for i in range(len(parts))], t)
+        elif e.kind == "swap":
+            out.swapped = out.swapped or f"{module}:{e.line} replaces a module in sys.modules"
+        elif e.kind == "call" and depth < CALL_DEPTH:
+            target = self.callable(module, e.callee)
+            if target is None:
+                return
+            where, fname = target
+            if (where, fname) in seen:
+                return
+            seen.add((where, fname))
+            body_prog = self.program_for(where)
+            body = body_prog.function(fname) if body_prog is not None else None
+            if body is None:
+                return
+            entry = u.get(where)
+            w_pkg = bool(entry and entry.is_package)
+            params = body.params[1:] if "." in fname else body.params  # a method's self
+            bound = {p: a for p, a in zip(params, e.args) if a}
+            for inner in body.effects:
+                self._effect(where, w_pkg, body_prog, inner, out, t, depth + 1, seen, bound)
+
+    def callable(self, module: str, dotted_name: str, _seen: set | None = None) -> tuple[str, str] | None:
+        """(module, function or ``Class.method``) a dotted_name name called in ``module`` resolves to."""
+        seen = _seen if _seen is not None else set()
+        if (module, dotted_name) in seen or len(seen) > 16:
+            return None  # aliases and re-exports that go round in circles
+        seen.add((module, dotted_name))
+        u = self.universe
+        prog = self.program_for(module)
+        if prog is None:
+            return None
+        head, _, rest = dotted_name.partition(".")
+        if not rest:
+            if prog.function(head) is not None:
+                return module, head
+            value = _bound_value(prog, head)
+            if value and value != dotted_name:
+                return self.callable(module, value, seen) if "." in value else None
+            imported = self._imported_object(module, head)
+            if imported and imported[1]:
+                return self.callable(imported[0], imported[1], seen)
+            return None
+        # an instance of a class of this module: `_reg.import_prefix`
+        value = _bound_value(prog, head)
+        if value and "." not in rest:
+            cls = value
+            if prog.function(f"{cls}.{rest}") is not None:
+                return module, f"{cls}.{rest}"
+        imported = self._imported_object(module, head)
+        if imported is None:
+            return None
+        mod, attr = imported
+        if attr:
+            return None
+        # walk submodules: `util.preloaded.import_prefix`
+        parts = rest.split(".")
+        while len(parts) > 1 and u.exists(f"{mod}.{parts[0]}"):
+            mod = f"{mod}.{parts[0]}"
+            parts = parts[1:]
+        if len(parts) == 1:
+            return self.callable(mod, parts[0], seen) if u.exists(mod) and not mod.startswith(module + ".__") else None
+        if len(parts) == 2:
+            return self.callable(mod, ".".join(parts), seen)
+        return None
+
+    def _imported_object(self, module: str, name: str) -> tuple[str, str] | None:
+        """(module, attribute) a name imported in ``module`` stands for; attribute "" for a module."""
+        prog = self.program_for(module)
+        entry = self.universe.get(module)
+        is_pkg = bool(entry and entry.is_package)
+        for e in reversed(prog.effects if prog else ()):
+            if e.kind != "import" or e.bound != name:
+                continue
+            base = absolute_module(e.module, e.level, module, is_pkg)
+            if not base:
+                return None
+            if e.level == 0 and not e.name:
+                return (base.split(".")[0], "")
+            if e.name == "as" and e.level == 0 and "." in base:
+                return (base, "")
+            if self.universe.exists(f"{base}.{e.name}"):
+                return (f"{base}.{e.name}", "")
+            return (base, e.name)
+        return None
+
+    def named_modules(self, module: str) -> frozenset[str]:
+        """Modules of ``module``'s package named as literal arguments of the calls its top level
+        makes (decorators included): what a registry filled at import time may import."""
+        key = ("named", module)
+        if key not in self._runs:
+            prog = self.program_for(module)
+            top = module.split(".")[0] + "."
+            # only the calls its top level makes: names in function bodies are mostly not
+            # registrations (matplotlib names matplotlib.pyplot in functions that never run)
+            calls = [e for e in prog.effects if e.kind == "call"] if prog is not None else []
+            self._runs[key] = frozenset(a for e in calls for a in e.args if a.startswith(top) and self.universe.exists(a))
+        return self._runs[key]
+
+    # -- bindings ------------------------------------------------------------------------------
+    def final_binding(self, module: str, name: str, _depth: int = 0) -> tuple[str, Effect | None, Truth]:
+        """How ``name`` ends up bound by running ``module``: (what, effect, truth).
+
+        what: ``module:<dotted>`` (bound to that submodule), ``object`` (something else),
+        ``none`` (never bound by the module's own code).  With several bindings, the last
+        one that runs wins; one that may or may not run makes the answer "either way".
+        """
+        prog = self.program_for(module)
+        if prog is None:
+            return "none", None, Truth(True)
+        entry = self.universe.get(module)
+        is_pkg = bool(entry and entry.is_package)
+        result: tuple[str, Effect | None, Truth] = ("none", None, Truth(True))
+        for e in prog.effects:
+            if e.bound != name or e.kind not in ("import", "bind", "del"):
+                continue
+            t = self.runs(module, e.conditions)
+            if t.value is False:
+                continue
+            if e.kind == "del":
+                what = "none"
+            elif e.kind == "bind":
+                what = "object"
+            else:
+                base = absolute_module(e.module, e.level, module, is_pkg) or ""
+                if e.level == 0 and not e.name:
+                    what = f"module:{base.split('.')[0]}"
+                elif e.name == "as" and e.level == 0:
+                    what = f"module:{base}"
+                elif base and self.universe.exists(f"{base}.{e.name}"):
+                    # `from .series import series`: the attribute `series` of the module
+                    # sympy.series, which re-binds it to a function after importing the
+                    # submodule of that name
+                    inner = self.final_binding(base, e.name, _depth + 1) if _depth < 6 and base != module else ("none", None, Truth(True))
+                    what = "object" if inner[0] == "object" and inner[2].value is True else f"module:{base}.{e.name}"
+                elif e.name == "*":
+                    continue
+                else:
+                    what = "object"
+            if t.value is None:
+                result = (what, e, t) if result[0] == "none" or result[0] != what else (what, e, Truth(True))
+                if result[0] != what or result[2].value is not True:
+                    result = (what, e, t)
+            else:
+                result = (what, e, t)
+        return result
+
+
+def _compare(op: ast.cmpop, a: object, b: object) -> object:
+    if isinstance(op, ast.Eq):
+        return a == b
+    if isinstance(op, ast.NotEq):
+        return a != b
+    if isinstance(op, ast.Lt):
+        return a < b
+    if isinstance(op, ast.LtE):
+        return a <= b
+    if isinstance(op, ast.Gt):
+        return a > b
+    if isinstance(op, ast.GtE):
+        return a >= b
+    if isinstance(op, ast.In):
+        return a in b
+    if isinstance(op, ast.NotIn):
+        return a not in b
+    if isinstance(op, ast.Is):
+        return a is b
+    if isinstance(op, ast.IsNot):
+        return a is not b
+    return _UNKNOWN
+
+
+def _bound_value(prog: ImportTimeFacts, name: str) -> str:
+    """The callable whose result (or the alias whose value) ``name`` is bound to, if one binding only."""
+    values = [e.value for e in prog.effects if e.kind == "bind" and e.bound == name]
+    return values[0] if len(values) == 1 else ""
+
+
+def absolute_module(module: str, level: int, importer: str, is_package: bool) -> str | None:
+    if not level:
+        return module or None
+    base = importer.split(".") if is_package else importer.split(".")[:-1]
+    if level - 1 > len(base) - 1:
+        return None
+    base = base[: len(base) - (level - 1)]
+    if not base:
+        return None
+    return ".".join(base + ([module] if module else []))

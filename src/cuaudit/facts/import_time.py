@@ -1,0 +1,511 @@
+"""What a module executes when it is imported, as a short program the package model runs.
+
+:mod:`cuaudit.facts.python_source` says what a module binds and imports;
+this pass keeps what that summary loses and the interpreter does not:
+
+- the *order* of module-level effects (an import of ``pkg.series`` followed by
+  ``from .series import series`` leaves the function, not the module, in
+  ``pkg.series``: sympy);
+- the *condition* each effect runs under, as source text the package model
+  evaluates for the audited interpreter (``TYPE_CHECKING`` is false, a
+  module constant, a platform or version test, an environment variable that
+  is unset by default) or keeps as "either way" (anyio's
+  ``if TYPE_CHECKING or not install_lazy_importer():``), and the imports of
+  the ``try`` an ``except ImportError`` fallback stands in for;
+- the functions and methods called at module level and what their bodies
+  import (setuptools' ``monkey.patch_all()``, sqlalchemy's registry), so the
+  model can follow them to a bounded depth;
+- a module that replaces itself in ``sys.modules`` with an instance of its
+  own class after copying its ``__dict__`` (Pygments' ``lexers``), and the
+  ``__getattr__`` of that class;
+- what a ``__getattr__`` falls back to when its tables do not hold the name:
+  ``raise AttributeError``, or a call to a function that raises it
+  (pydantic's ``_getattr_migration``).
+
+A pass over the member's one parse (``reader.python()``); pure and
+picklable; a file that does not parse gives ``None`` (its syntax error is
+reported once, by the format layer and python_source).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from cuaudit.facts import Extractor, MemberReader
+from cuaudit.model import Member, MemberKind
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One test an effect runs under: ``expr`` (source text) must be ``truth``.
+
+    ``try_imports``: for an ``except ImportError`` handler, the modules the
+    ``try`` body imports (``(module, name, level)``); the handler runs only if
+    one of them fails.
+    """
+
+    expr: str
+    truth: bool
+    line: int
+    try_imports: tuple[tuple[str, str, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class Effect:
+    """One thing the interpreter does at import time.
+
+    kind: ``import`` (``module``/``name``/``level``, binds ``bound``), ``bind``
+    (an assignment, ``def`` or ``class`` binds ``bound``; ``value`` names the
+    callable whose result it binds, if any), ``call`` (``callee`` is the dotted
+    name called, ``args`` its literal string arguments), ``dynamic-import``
+    (``importlib.import_module``/``__import__``: ``module`` is the literal
+    name, empty when computed), ``del`` (``bound``).
+    """
+
+    kind: str
+    line: int
+    conditions: tuple[Condition, ...] = ()
+    module: str = ""
+    name: str = ""
+    level: int = 0
+    bound: str = ""
+    callee: str = ""
+    args: tuple[str, ...] = ()
+    value: str = ""
+
+
+@dataclass(frozen=True)
+class FunctionBody:
+    """A function or method: the effects of running it (conditions inside it are ignored)."""
+
+    name: str  # "f", or "Class.method"
+    line: int
+    effects: tuple[Effect, ...]
+    #: every path ends in ``raise AttributeError`` (a factory counts when the function it returns does)
+    raises_attribute_error: bool = False
+    #: the name of a nested function it returns (a factory)
+    returns_function: str = ""
+    #: positional parameter names (``self`` included for methods)
+    params: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class GetattrModel:
+    """A ``__getattr__``: the tables it looks the name up in, and what it does otherwise.
+
+    ``fallback``: ``raise`` (AttributeError), ``call`` (returns ``fallback_callee(name)``),
+    ``unknown``.
+    """
+
+    line: int
+    tables: tuple[str, ...] = ()
+    literals: tuple[str, ...] = ()
+    fallback: str = "unknown"
+    fallback_callee: str = ""
+
+
+@dataclass(frozen=True)
+class ModuleSwap:
+    """``sys.modules[__name__] = <instance of cls>``; ``copies_dict``: the old ``__dict__`` is copied over."""
+
+    line: int
+    cls: str
+    copies_dict: bool
+
+
+@dataclass(frozen=True)
+class ImportTimeFacts:
+    effects: tuple[Effect, ...] = ()
+    functions: tuple[FunctionBody, ...] = ()
+    #: module-level names bound once, unconditionally, to a literal (for conditions)
+    constants: tuple[tuple[str, object], ...] = ()
+    getattr: GetattrModel | None = None
+    swap: ModuleSwap | None = None
+    #: the swap class's ``__getattr__`` (what the replacement answers for missing names)
+    swap_getattr: GetattrModel | None = None
+    #: module-level literal dict keys / string collections, by name (tables ``__getattr__`` consults)
+    tables: tuple[tuple[str, tuple[str, ...]], ...] = field(default_factory=tuple)
+
+    def function(self, name: str) -> FunctionBody | None:
+        for f in self.functions:
+            if f.name == name:
+                return f
+        return None
+
+    def table(self, name: str) -> tuple[str, ...] | None:
+        for n, keys in self.tables:
+            if n == name:
+                return keys
+        return None
+
+
+class ImportTimeExtractor(Extractor):
+    """The import-time program of a Python module (order, conditions, calls, swaps)."""
+
+    name = "import_time"
+    version = 5
+
+    def applies(self, member: Member) -> bool:
+        return member.kind in (MemberKind.PYTHON, MemberKind.BUILD) and member.path.endswith(".py")
+
+    def extract(self, reader: MemberReader) -> ImportTimeFacts | None:
+        module = reader.python()  # the one parse shared with python_source
+        return _Reader().run(module.tree) if module.ok else None
+
+
+def parse_import_time(text: str) -> ImportTimeFacts | None:
+    """The program of one module's source text (pure; for tests)."""
+    from cuaudit.formats.python import parse_python_text
+
+    module = parse_python_text(text)
+    return _Reader().run(module.tree) if module.ok else None
+
+
+# -- implementation ----------------------------------------------------------------------
+
+
+def dotted(node: ast.AST) -> str:
+    """``a.b.c`` for a Name/Attribute chain, else ""."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return ""
+
+
+def _literal_strings(args: list[ast.expr]) -> tuple[str, ...]:
+    """Positional arguments: the string of a literal, "" for anything else (positions are kept)."""
+    return tuple(a.value if isinstance(a, ast.Constant) and isinstance(a.value, str) else "" for a in args)
+
+
+def _table_keys(node: ast.AST) -> tuple[str, ...] | None:
+    if isinstance(node, ast.Dict):
+        keys = [k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+        return tuple(keys) if len(keys) == len(node.keys) else None
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        vals = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        return tuple(vals) if len(vals) == len(node.elts) else None
+    if isinstance(node, ast.Call) and dotted(node.func) in ("frozenset", "set", "tuple", "list", "dict") and node.args:
+        return _table_keys(node.args[0])
+    return None
+
+
+def _import_effects(node: ast.Import | ast.ImportFrom, conds: tuple[Condition, ...]) -> Iterator[Effect]:
+    if isinstance(node, ast.Import):
+        for a in node.names:
+            yield Effect("import", node.lineno, conds, module=a.name, bound=a.asname or a.name.split(".")[0], name="" if not a.asname else "as")
+    else:
+        for a in node.names:
+            yield Effect("import", node.lineno, conds, module=node.module or "", name=a.name, level=node.level or 0,
+                         bound=a.asname or a.name)
+
+
+def _own_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
+    """Every node of a function body that runs when it is called: not nested defs, classes, lambdas."""
+    stack: list[ast.AST] = list(reversed(body))
+    while stack:
+        n = stack.pop()
+        yield n
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            stack.extend(reversed(n.decorator_list if not isinstance(n, ast.Lambda) else []))
+            continue
+        if isinstance(n, ast.ClassDef):
+            continue
+        stack.extend(reversed(list(ast.iter_child_nodes(n))))
+
+
+def _calls_in(node: ast.AST, conds: tuple[Condition, ...], shallow: bool = False) -> Iterator[Effect]:
+    """Calls (and dynamic imports) evaluated by an expression, not entering lambdas
+    (``shallow``: only ``node`` itself, its arguments' calls come on their own)."""
+    if shallow:
+        yield from _calls_in_one(node, conds)
+        return
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.Lambda):
+            continue
+        if isinstance(n, ast.Call):
+            yield from _calls_in_one(n, conds)
+        stack.extend(reversed(list(ast.iter_child_nodes(n))))
+
+
+def _calls_in_one(n: ast.Call, conds: tuple[Condition, ...]) -> Iterator[Effect]:
+    name = dotted(n.func)
+    if name.rpartition(".")[2] in ("import_module", "__import__") and n.args:
+        arg = n.args[0]
+        literal = arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else ""
+        package = ""
+        if len(n.args) > 1 and isinstance(n.args[1], ast.Name):
+            package = n.args[1].id
+        for kw in n.keywords:
+            if kw.arg == "package" and isinstance(kw.value, ast.Name):
+                package = kw.value.id
+        # `__import__(place)` with `place` a parameter: the caller's literal (numpy's add_newdoc)
+        variable = arg.id if isinstance(arg, ast.Name) else ""
+        yield Effect("dynamic-import", n.lineno, conds, module=literal, name=package, bound=variable)
+    elif name:
+        yield Effect("call", n.lineno, conds, callee=name, args=_literal_strings(n.args))
+
+
+def _ends_in_raise_attribute_error(body: list[ast.stmt]) -> bool:
+    if not body:
+        return False
+    last = body[-1]
+    if isinstance(last, ast.Raise) and last.exc is not None:
+        exc = last.exc.func if isinstance(last.exc, ast.Call) else last.exc
+        return dotted(exc).rpartition(".")[2] == "AttributeError"
+    if isinstance(last, ast.If):
+        return _ends_in_raise_attribute_error(last.body) and _ends_in_raise_attribute_error(last.orelse)
+    return False
+
+
+class _Reader:
+    def __init__(self) -> None:
+        self.effects: list[Effect] = []
+        self.functions: list[FunctionBody] = []
+        self.constants: dict[str, object] = {}
+        self.assigned: dict[str, int] = {}
+        self.tables: dict[str, tuple[str, ...]] = {}
+        self.getattr_def: ast.FunctionDef | None = None
+        self.classes: dict[str, ast.ClassDef] = {}
+        self.swap_line = 0
+        self.swap_value: ast.AST | None = None
+        self.swap_names: set[str] = set()
+        self.dict_copies: set[str] = set()  # names whose __dict__ is updated from another module's
+
+    def run(self, tree: ast.Module) -> ImportTimeFacts:
+        self.block(tree.body, ())
+        getattr_model = self.getattr_model(self.getattr_def, method=False) if self.getattr_def else None
+        swap = swap_getattr = None
+        if self.swap_line:
+            cls, copies = self.swap_target()
+            swap = ModuleSwap(self.swap_line, cls, copies)
+            cdef = self.classes.get(cls)
+            if cdef is not None:
+                for item in cdef.body:
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == "__getattr__":
+                        swap_getattr = self.getattr_model(item, method=True)
+        consts = tuple((k, v) for k, v in self.constants.items() if self.assigned.get(k) == 1)
+        return ImportTimeFacts(tuple(self.effects), tuple(self.functions), consts, getattr_model, swap, swap_getattr,
+                               tuple(sorted(self.tables.items())))
+
+    # -- module level ------------------------------------------------------------------
+    def block(self, body: list[ast.stmt], conds: tuple[Condition, ...]) -> None:
+        for node in body:
+            self.statement(node, conds)
+
+    def bind(self, name: str, line: int, conds: tuple[Condition, ...], value: str = "") -> None:
+        self.assigned[name] = self.assigned.get(name, 0) + 1
+        self.effects.append(Effect("bind", line, conds, bound=name, value=value))
+
+    def statement(self, node: ast.stmt, conds: tuple[Condition, ...]) -> None:
+        line = node.lineno
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            self.effects.extend(_import_effects(node, conds))
+            for e in self.effects[-len(node.names):]:
+                self.assigned[e.bound] = self.assigned.get(e.bound, 0) + 1
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for d in node.decorator_list:
+                self.effects.extend(_calls_in(d, conds))
+            self.functions.append(self.function(node, node.name))
+            self.bind(node.name, line, conds)
+            if node.name == "__getattr__" and not conds:
+                self.getattr_def = node
+        elif isinstance(node, ast.ClassDef):
+            for d in node.decorator_list + node.bases:
+                self.effects.extend(_calls_in(d, conds))
+            self.classes[node.name] = node
+            self.class_body(node, node.name, conds)
+            self.bind(node.name, line, conds)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            value = node.value
+            if value is not None:
+                self.effects.extend(_calls_in(value, conds))
+            for t in targets:
+                if isinstance(t, ast.Name):
+                    # the class of an instance (`_reg = _Registry()`) or an alias (`f = _reg.f`)
+                    called = dotted(value.func) if isinstance(value, ast.Call) else dotted(value) if value is not None else ""
+                    self.bind(t.id, line, conds, called)
+                    if isinstance(value, ast.Constant) and not conds and not isinstance(node, ast.AugAssign):
+                        self.constants[t.id] = value.value
+                    keys = _table_keys(value) if value is not None else None
+                    if keys is not None:
+                        self.tables[t.id] = keys
+                elif isinstance(t, (ast.Tuple, ast.List)):
+                    for e in t.elts:
+                        if isinstance(e, ast.Name):
+                            self.bind(e.id, line, conds)
+                elif isinstance(t, ast.Subscript) and dotted(t.value) == "sys.modules" and isinstance(t.slice, ast.Name) and t.slice.id == "__name__":
+                    self.swap_line, self.swap_value = line, value
+                    # `new = sys.modules[__name__] = _Mod(__name__)`: `new` is the replacement too
+                    self.swap_names = {x.id for x in targets if isinstance(x, ast.Name)}
+        elif isinstance(node, ast.Expr):
+            self.effects.extend(_calls_in(node.value, conds))
+            call = node.value
+            # new.__dict__.update(old.__dict__): the replacement keeps what the module bound
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "update":
+                owner = call.func.value
+                if isinstance(owner, ast.Attribute) and owner.attr == "__dict__" and isinstance(owner.value, ast.Name):
+                    self.dict_copies.add(owner.value.id)
+        elif isinstance(node, ast.If):
+            self.effects.extend(_calls_in(node.test, conds))
+            text = ast.unparse(node.test)
+            self.block(node.body, conds + (Condition(text, True, line),))
+            self.block(node.orelse, conds + (Condition(text, False, line),))
+        elif isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+            self.block(node.body, conds)
+            tried = tuple((e.module, e.name, e.level) for e in self.effects_of(node.body) if e.kind == "import")
+            for h in node.handlers:
+                names = {dotted(t) for t in ([h.type] if not isinstance(h.type, ast.Tuple) else h.type.elts)} if h.type is not None else {""}
+                if names & {"ImportError", "ModuleNotFoundError"} and tried:
+                    cond = Condition("<except ImportError>", True, h.lineno, tried)
+                else:
+                    cond = Condition(f"<except {ast.unparse(h.type) if h.type is not None else ''}>".replace(" >", ">"), True, h.lineno)
+                if h.name:
+                    self.bind(h.name, h.lineno, conds + (cond,))
+                self.block(h.body, conds + (cond,))
+            self.block(node.orelse, conds)
+            self.block(node.finalbody, conds)
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+            loop = Condition(f"<loop at line {line}>", True, line)
+            if isinstance(node, ast.While):
+                self.effects.extend(_calls_in(node.test, conds))
+            else:
+                self.effects.extend(_calls_in(node.iter, conds))
+                for n in ast.walk(node.target):
+                    if isinstance(n, ast.Name):
+                        self.bind(n.id, line, conds + (loop,))
+            self.block(node.body, conds + (loop,))
+            self.block(node.orelse, conds + (loop,))
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                self.effects.extend(_calls_in(item.context_expr, conds))
+                if isinstance(item.optional_vars, ast.Name):
+                    self.bind(item.optional_vars.id, line, conds)
+            self.block(node.body, conds)
+        elif isinstance(node, ast.Match):
+            for case in node.cases:
+                self.block(case.body, conds + (Condition(f"<match case at line {case.pattern.lineno}>", True, case.pattern.lineno),))
+        elif isinstance(node, ast.Delete):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    self.effects.append(Effect("del", line, conds, bound=t.id))
+        elif isinstance(node, (ast.Return, ast.Raise, ast.Assert)):
+            for child in ast.iter_child_nodes(node):
+                self.effects.extend(_calls_in(child, conds))
+
+    def class_body(self, node: ast.ClassDef, qualname: str, conds: tuple[Condition, ...]) -> None:
+        """A class body runs at import: its methods' decorators are called then (sqlalchemy's
+        `@util.preload_module("sqlalchemy.sql.default_comparator")`, in a nested class too)."""
+        for item in node.body:
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if qualname == node.name:
+                    self.functions.append(self.function(item, f"{node.name}.{item.name}"))
+                for d in item.decorator_list:
+                    self.effects.extend(_calls_in(d, conds))
+            elif isinstance(item, ast.ClassDef):
+                for d in item.decorator_list + item.bases:
+                    self.effects.extend(_calls_in(d, conds))
+                self.class_body(item, f"{qualname}.{item.name}", conds)
+            elif isinstance(item, (ast.Assign, ast.AnnAssign, ast.Expr)) and item.value is not None:
+                self.effects.extend(_calls_in(item.value, conds))
+
+    def effects_of(self, body: list[ast.stmt]) -> Iterator[Effect]:
+        for node in body:
+            for sub in ast.walk(node):
+                if isinstance(sub, (ast.Import, ast.ImportFrom)):
+                    yield from _import_effects(sub, ())
+
+    def swap_target(self) -> tuple[str, bool]:
+        value = self.swap_value
+        name = value.id if isinstance(value, ast.Name) else ""
+        cls = ""
+        if isinstance(value, ast.Call):
+            cls = dotted(value.func)
+        elif name:
+            for e in reversed(self.effects):
+                if e.kind == "bind" and e.bound == name and e.value:
+                    cls = e.value
+                    break
+        copies = bool(self.dict_copies & (self.swap_names | {name}))
+        return cls, copies
+
+    # -- function bodies ------------------------------------------------------------------
+    def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> FunctionBody:
+        effects: list[Effect] = []
+        for sub in _own_nodes(node.body):
+            if isinstance(sub, (ast.Import, ast.ImportFrom)):
+                effects.extend(_import_effects(sub, ()))
+            elif isinstance(sub, ast.Call):
+                effects.extend(_calls_in(sub, (), shallow=True))
+            elif isinstance(sub, ast.Assign) and any(
+                    isinstance(t, ast.Subscript) and dotted(t.value) == "sys.modules" for t in sub.targets):
+                # cryptography's utils.deprecated(): the caller's module is replaced by a wrapper
+                effects.append(Effect("swap", sub.lineno))
+        nested = {s.name: s for s in node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        returned = ""
+        last = node.body[-1] if node.body else None
+        if isinstance(last, ast.Return) and isinstance(last.value, ast.Name) and last.value.id in nested:
+            returned = last.value.id
+        raises = _ends_in_raise_attribute_error(nested[returned].body if returned else node.body)
+        params = tuple(a.arg for a in node.args.posonlyargs + node.args.args)
+        return FunctionBody(name, node.lineno, tuple(effects), raises, returned, params)
+
+    def getattr_model(self, node: ast.FunctionDef | ast.AsyncFunctionDef, *, method: bool) -> GetattrModel:
+        args = node.args.posonlyargs + node.args.args
+        if method:
+            args = args[1:]
+        if not args:
+            return GetattrModel(node.lineno)
+        param = args[0].arg
+        tables: set[str] = set()
+        literals: set[str] = set()
+        for sub in ast.walk(node):
+            # name in TABLE / TABLE.get(name) / TABLE[name]
+            if isinstance(sub, ast.Compare) and isinstance(sub.left, ast.Name) and sub.left.id == param:
+                for op, right in zip(sub.ops, sub.comparators):
+                    if isinstance(op, (ast.In, ast.NotIn)):
+                        t = dotted(right)
+                        if t:
+                            tables.add(t)
+                        keys = _table_keys(right)
+                        if keys:
+                            literals.update(keys)
+                    elif isinstance(op, (ast.Eq, ast.NotEq)) and isinstance(right, ast.Constant) and isinstance(right.value, str):
+                        literals.add(right.value)
+            elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr == "get" and sub.args:
+                if isinstance(sub.args[0], ast.Name) and sub.args[0].id == param:
+                    t = dotted(sub.func.value)
+                    if t:
+                        tables.add(t)
+            elif isinstance(sub, ast.Subscript) and isinstance(sub.slice, ast.Name) and sub.slice.id == param:
+                t = dotted(sub.value)
+                if t and t not in ("sys.modules", "globals", "self.__dict__"):
+                    tables.add(t)
+        fallback, callee = "unknown", ""
+        body = node.body
+        if _ends_in_raise_attribute_error(body):
+            fallback = "raise"
+        else:
+            # `if entry is None: return _fallback(name)` (pydantic), or a final `return _fallback(name)`
+            for stmt in body:
+                if isinstance(stmt, ast.If) and len(stmt.body) == 1 and isinstance(stmt.body[0], ast.Return):
+                    ret = stmt.body[0].value
+                    if isinstance(ret, ast.Call) and dotted(ret.func) and ret.args and isinstance(ret.args[0], ast.Name) and ret.args[0].id == param:
+                        fallback, callee = "call", dotted(ret.func)
+                        break
+                    if isinstance(stmt.body[0], ast.Raise):
+                        fallback = "raise"
+            last = body[-1] if body else None
+            if isinstance(last, ast.Return) and isinstance(last.value, ast.Call) and fallback == "unknown":
+                ret = last.value
+                if dotted(ret.func) and ret.args and isinstance(ret.args[0], ast.Name) and ret.args[0].id == param and not tables:
+                    fallback, callee = "call", dotted(ret.func)
+        return GetattrModel(node.lineno, tuple(sorted(tables)), tuple(sorted(literals)), fallback, callee)

@@ -1,0 +1,240 @@
+"""The import-time model (issue 12): what importing a package really runs, on packages built here.
+
+Each case is one of the causes the runtime measurement found (sympy, Pygments,
+pydantic, anyio, setuptools, sqlalchemy); ``test_accuracy.py`` checks the
+same kind of packages against real imports.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from cuaudit import audit
+from cuaudit.analysis.import_time import ImportTimeModel
+from cuaudit.config import Config
+from cuaudit.facts.import_time import parse_import_time
+
+
+def run(paths):
+    return audit([str(p) for p in paths], config=Config(cache=False, select=("CU1",)))
+
+
+def keys(report, code):
+    return sorted(f.key for f in report.findings if f.code == code)
+
+
+def message(report, key):
+    f = next(f for f in report.findings if f.key == key)
+    return f.message + " " + str(f.evidence.get("why", ""))
+
+
+def src(text: str) -> str:
+    return textwrap.dedent(text).lstrip("\n")
+
+
+def test_the_program_keeps_order_conditions_and_calls():
+    prog = parse_import_time(src("""
+        import sys
+        from typing import TYPE_CHECKING
+        DEBUG = False
+        if TYPE_CHECKING or not setup():
+            from . import a
+        try:
+            from . import b
+        except ImportError:
+            from . import c
+        _reg = _Registry()
+        go = _reg.go
+        go("x")
+        sys.modules[__name__] = _Mod(__name__)
+    """))
+    imports = [(e.name, [c.expr for c in e.conditions]) for e in prog.effects if e.kind == "import" and e.level]
+    assert imports == [("a", ["TYPE_CHECKING or not setup()"]), ("b", []), ("c", ["<except ImportError>"])]
+    assert prog.effects[[e.name for e in prog.effects].index("c")].conditions[0].try_imports == (("", "b", 1),)
+    assert ("DEBUG", False) in prog.constants
+    assert [e.callee for e in prog.effects if e.kind == "call"] == ["setup", "_Registry", "go", "_Mod"]
+    assert prog.swap is not None and prog.swap.cls == "_Mod" and not prog.swap.copies_dict
+
+
+def test_static_branches_and_either_way(tree_factory):
+    root = tree_factory({
+        "br/__init__.py": src("""
+            import os, sys
+            from typing import TYPE_CHECKING
+            ENABLED = False
+            if TYPE_CHECKING:
+                from . import typed
+            if ENABLED:
+                from . import flagged
+            if sys.version_info >= (3, 0):
+                from . import modern
+            if os.environ.get("BR_EXTRA"):
+                from . import extra
+            if _decide():
+                from . import either
+            try:
+                from . import real
+            except ImportError:
+                from . import fallback
+        """),
+        **{f"br/{n}.py": "" for n in ("typed", "flagged", "modern", "extra", "either", "real", "fallback")},
+    })
+    report = run([root])
+    # what cannot run is a trap; what runs is bound; what may run is neither (no finding)
+    assert keys(report, "CU101") == ["br.extra", "br.fallback", "br.flagged", "br.typed"]
+    assert "either" not in " ".join(keys(report, "CU101"))
+
+
+def test_shadowing_by_a_same_named_object(tree_factory):
+    root = tree_factory({
+        "sh/__init__.py": "from .series import series\n",
+        "sh/series/__init__.py": "from .impl import series\n",
+        "sh/series/impl.py": "def series(): pass\n",
+        "sh/series/gruntz.py": "",
+    })
+    report = run([root])
+    assert "sh.series.gruntz" in keys(report, "CU101")
+    assert "re-binds series to an object" in message(report, "sh.series.gruntz")
+
+
+def test_sys_modules_replacement_with_a_copied_dict(tree_factory):
+    root = tree_factory({
+        "lex/__init__.py": src("""
+            import sys, types
+            from ._mapping import LEXERS
+            from . import kept
+            class _automodule(types.ModuleType):
+                def __getattr__(self, name):
+                    info = LEXERS.get(name)
+                    if info:
+                        return info
+                    raise AttributeError(name)
+            oldmod = sys.modules[__name__]
+            newmod = _automodule(__name__)
+            newmod.__dict__.update(oldmod.__dict__)
+            sys.modules[__name__] = newmod
+        """),
+        "lex/_mapping.py": "LEXERS = {'PythonLexer': ('lex.python', 'Python')}\n",
+        "lex/kept.py": "", "lex/python.py": "",
+    })
+    report = run([root])
+    assert keys(report, "CU102") == ["lex.python"]
+    assert "LEXERS" in message(report, "lex.python")
+
+
+def test_getattr_table_with_a_raising_fallback(tree_factory):
+    root = tree_factory({
+        "pd/__init__.py": src("""
+            from ._migration import getattr_migration
+            _dynamic_imports = {"BaseModel": (__spec__.parent, ".main")}
+            def __getattr__(attr_name):
+                dynamic_attr = _dynamic_imports.get(attr_name)
+                if dynamic_attr is None:
+                    return _getattr_migration(attr_name)
+                from importlib import import_module
+                return import_module(dynamic_attr[1], package=dynamic_attr[0])
+            _getattr_migration = getattr_migration(__name__)
+        """),
+        "pd/_migration.py": src("""
+            def getattr_migration(module):
+                def wrapper(name):
+                    if name == "__path__":
+                        raise AttributeError(name)
+                    raise AttributeError(f"module {module!r} has no attribute {name!r}")
+                return wrapper
+        """),
+        "pd/main.py": "BaseModel = 1\n",
+    })
+    report = run([root])
+    assert keys(report, "CU102") == ["pd.main"]
+    assert "falls back to _getattr_migration(), which raises AttributeError" in message(report, "pd.main")
+
+
+def test_calls_at_import_time_are_followed(tree_factory):
+    root = tree_factory({
+        "st/__init__.py": "from . import monkey\nmonkey.patch_all()\n",
+        "st/monkey.py": "def patch_all():\n    _patch()\ndef _patch():\n    from . import dist\n",
+        "st/dist.py": "", "st/lonely.py": "",
+        # a registry that imports computed names: what its users name may be imported (no claim)
+        "sa/__init__.py": "from .util import preloaded\nfrom . import engine\npreloaded.import_prefix('sa')\n",
+        "sa/engine.py": "from .util import preloaded\n@preloaded.preload_module('sa.orm')\ndef f(): pass\n",
+        "sa/util/__init__.py": "",
+        "sa/util/preloaded.py": src("""
+            class _ModuleRegistry:
+                def __init__(self):
+                    self.module_registry = set()
+                def preload_module(self, *deps):
+                    self.module_registry.update(deps)
+                    return lambda fn: fn
+                def import_prefix(self, path):
+                    for module in self.module_registry:
+                        __import__(module)
+            _reg = _ModuleRegistry()
+            preload_module = _reg.preload_module
+            import_prefix = _reg.import_prefix
+        """),
+        "sa/orm.py": "", "sa/other.py": "",
+    })
+    report = run([root])
+    assert keys(report, "CU101") == ["sa.other", "st.lonely"]
+
+
+def test_extension_before_source(tree_factory):
+    """`x.py` beside `x.cpython-*.so`: CPython imports the extension, so the .py's imports do not run."""
+    root = tree_factory({
+        "ex/__init__.py": "from . import fast\n",
+        "ex/fast.py": "from . import helper\n",
+        "ex/fast.cpython-311-x86_64-linux-gnu.so": b"\x7fELF",
+        "ex/helper.py": "",
+    })
+    report = run([root])
+    # the .py's `from . import helper` never runs; the extension (no import evidence here) runs instead
+    assert keys(report, "CU101") == ["ex.helper"]
+    from cuaudit.analysis.module_tree import artifact_modules
+    from cuaudit.inputs import resolve
+
+    art = resolve([str(root)])[0]
+    assert artifact_modules(art, art.members)["ex.fast"].kind == "extension"
+
+
+def test_condition_evaluation_reports_its_assumptions():
+    class Uni:
+        sys_platform, os_name, python_version = "linux", "posix", (3, 11, 7)
+
+        def get(self, name):
+            return None
+
+        def exists(self, name):
+            return False
+
+    prog = parse_import_time("import os\nif os.getenv('FORCE_X', '0') == '1':\n    import json\n")
+    model = ImportTimeModel(Uni(), lambda name: prog)
+    cond = next(e for e in prog.effects if e.module == "json").conditions
+    t = model.runs("m", cond)
+    assert t.value is False and "FORCE_X is unset" in (t.assumed or "FORCE_X is unset")
+
+
+def test_code_reaching_through_a_shadowed_name(tree_factory):
+    """`import sh.series; sh.series.gruntz`: `sh.series` is the function the package re-bound."""
+    root = tree_factory({
+        "sh/__init__.py": "from .series import series\n",
+        "sh/series/__init__.py": "from .impl import series\n",
+        "sh/series/impl.py": "def series(): pass\n",
+        "sh/series/gruntz.py": "",
+        "user.py": "import sh.series\nsh.series.gruntz\n",
+    })
+    report = run([root])
+    found = [f for f in report.findings if f.code == "CU104"]
+    assert [(f.location.member, f.location.line) for f in found] == [("user.py", 2)]
+    assert "from sh.series import gruntz" in found[0].fix.description and not found[0].fix.edits
+
+
+def test_a_computed_import_at_import_time_makes_its_package_unknown(tree_factory):
+    root = tree_factory({
+        "cp/__init__.py": "from . import helper\n",
+        "cp/helper.py": "import importlib\nfor n in ('late',):\n    importlib.import_module('cp.' + n)\n",
+        "cp/late.py": "", "cp/other.py": "",
+        "cp/sub/__init__.py": "", "cp/sub/deep.py": "",
+    })
+    # cp.late and cp.other may be what the loop imports: no claim; cp.sub is no module of cp.helper's package level
+    assert keys(run([root]), "CU101") == ["cp.sub.deep"]
