@@ -29,6 +29,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable
 
+from cuaudit import names
 from cuaudit.facts.import_time import Condition, Effect, ImportTimeFacts, dotted
 
 #: how many calls deep module-level calls are followed
@@ -436,12 +437,7 @@ def _bound_value(prog: ImportTimeFacts, name: str) -> str:
 
 
 def absolute_module(module: str, level: int, importer: str, is_package: bool) -> str | None:
+    """The module ``from <level dots><module>`` names in ``importer`` (see :func:`cuaudit.names.absolute_module`)."""
     if not level:
         return module or None
-    base = importer.split(".") if is_package else importer.split(".")[:-1]
-    if level - 1 > len(base) - 1:
-        return None
-    base = base[: len(base) - (level - 1)]
-    if not base:
-        return None
-    return ".".join(base + ([module] if module else []))
+    return names.absolute_module(module, level, importer if is_package else importer.rpartition(".")[0])

@@ -295,13 +295,7 @@ class ModuleUniverse:
         """The absolute module an import names (its ``from`` part), or None."""
         if imp.level == 0:
             return imp.module
-        base = importer.split(".") if importer_is_package else importer.split(".")[:-1]
-        if imp.level - 1 > len(base) - 1 and imp.level > 1:
-            return None
-        base = base[: len(base) - (imp.level - 1)] if imp.level > 1 else base
-        if not base:
-            return None
-        return ".".join(base + ([imp.module] if imp.module else []))
+        return absolute_module(imp.module, imp.level, importer, importer_is_package)
 
     def imported_by(self, imp: ImportRecord, importer: str, importer_is_package: bool) -> list[str]:
         """Modules an import statement imports (with their parents), as far as the model knows."""
