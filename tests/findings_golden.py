@@ -37,6 +37,8 @@ def normalise(report_json: str, replacements: dict[str, str]) -> str:
     data = json.loads(report_json)
     for key in VOLATILE_STATS:
         data.get("stats", {}).pop(key, None)
+    # the variables of the shell that ran the audit (PATH) are the machine's, not a finding's
+    (data.get("environment") or {}).pop("environ", None)
     text = json.dumps(data, indent=1, sort_keys=True)
     # longest first: a venv inside the corpus folder keeps its own placeholder
     for old, new in sorted(replacements.items(), key=lambda kv: -len(kv[0])):
