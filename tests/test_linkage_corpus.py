@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import corpus_file
+from conftest import corpus_file, corpus_python
 from cuaudit.config import Config
 from cuaudit.engine import audit
 
@@ -75,8 +75,9 @@ def test_repaired_cupy_12_3_flags_loads_without_a_driver(cupy12, tmp_path):
         with zipfile.ZipFile(name) as zf:
             zf.extract(member, tmp_path / where)
     code = "import ctypes, sys; ctypes.CDLL(sys.argv[1])"
-    orig = subprocess.run([sys.executable, "-c", code, str(tmp_path / "orig" / member)], capture_output=True, text=True)
-    fixed = subprocess.run([sys.executable, "-c", code, str(tmp_path / "fixed" / member)], capture_output=True, text=True)
+    python = corpus_python()  # a cp311 extension module loads into a CPython 3.11 only (libpython symbols)
+    orig = subprocess.run([python, "-c", code, str(tmp_path / "orig" / member)], capture_output=True, text=True)
+    fixed = subprocess.run([python, "-c", code, str(tmp_path / "fixed" / member)], capture_output=True, text=True)
     if "libcuda.so.1" not in orig.stderr and orig.returncode == 0:
         pytest.skip("this machine has the CUDA libraries: the original loads too")
     assert orig.returncode != 0
