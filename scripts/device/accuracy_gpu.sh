@@ -21,7 +21,7 @@ OUT=${OUT:-/tmp/accuracy_gpu_out}
 mkdir -p "$OUT"
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 RUN=${CUAUDIT_PYTHON:-python3}
-export PYTHONPATH="$REPO/src"
+export PYTHONPATH="$REPO/src${PYTHONPATH:+:$PYTHONPATH}"  # keep carried dependencies (/tmp/site) visible
 cd "$REPO"
 echo "== machine"
 nvidia-smi -L 2>/dev/null | head -8 || echo "no nvidia-smi"

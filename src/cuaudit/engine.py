@@ -21,6 +21,7 @@ from cuaudit.facts import MemberReader
 from cuaudit.facts.evidence import Evidence
 from cuaudit.finish import Report, finish, lines_to_check
 from cuaudit.inputs import Artifact
+from cuaudit.inputs.artifact import MemberSubset
 from cuaudit.model import (
     ArtifactKind,
     ArtifactRef,
@@ -642,7 +643,7 @@ def suppressions_for(
     if not need:
         return {}
     by_ref = {a.ref: a for a in artifacts}
-    restricted = [_Restricted(by_ref[ref], paths) for ref, paths in need.items() if ref in by_ref]
+    restricted = [MemberSubset(by_ref[ref], paths) for ref, paths in need.items() if ref in by_ref]
     sub = Extraction(dataclasses.replace(config, jobs=1), None)
     ex = facts_registry.get("suppressions")()
 
@@ -656,21 +657,3 @@ def suppressions_for(
         out[(restricted[i].ref, path)] = value
     sub.store.close()
     return out
-
-
-class _Restricted(Artifact):
-    """A view of an artifact limited to some members (for post-hoc reads)."""
-
-    def __init__(self, inner: Artifact, paths: set[str]) -> None:
-        super().__init__(inner.ref)
-        self.inner = inner
-        self.paths = paths
-
-    def list_members(self) -> list[Member]:
-        return [m for m in self.inner.members if m.path in self.paths]
-
-    def open_member(self, path: str):
-        return self.inner.open_member(path)
-
-    def fs_path(self, path: str) -> str | None:
-        return self.inner.fs_path(path)

@@ -98,7 +98,7 @@ def resolve_script_imports(scripts: list[str]) -> ScriptImports:
     `import cupy; cupy.cuda.nccl` in train.py is judged without `--python`; an import that
     resolves nowhere is listed as skipped, with the reason.
     """
-    from cuaudit.engine import _Restricted
+    from cuaudit.inputs.artifact import MemberSubset
     from cuaudit.explain.scope import Installed
     from cuaudit.facts import MemberReader
     from cuaudit.facts import get as extractor
@@ -138,5 +138,5 @@ def resolve_script_imports(scripts: list[str]) -> ScriptImports:
                 wanted.setdefault(dist.ref.name, dist)
     for dist in wanted.values():
         sources = {m.path for m in dist.members if m.kind in (MemberKind.PYTHON, MemberKind.STUB)}
-        out.evidence.append(_Restricted(dist, sources))
+        out.evidence.append(MemberSubset(dist, sources))
     return out

@@ -173,3 +173,19 @@ def is_symlink_mode(mode: int) -> bool:
     return stat.S_ISLNK(mode)
 
 
+class MemberSubset(Artifact):
+    """A view of an artifact limited to some members (post-hoc reads, evidence of a few files)."""
+
+    def __init__(self, inner: Artifact, paths: set[str]) -> None:
+        super().__init__(inner.ref)
+        self.inner = inner
+        self.paths = paths
+
+    def list_members(self) -> list[Member]:
+        return [m for m in self.inner.members if m.path in self.paths]
+
+    def open_member(self, path: str):
+        return self.inner.open_member(path)
+
+    def fs_path(self, path: str) -> str | None:
+        return self.inner.fs_path(path)
