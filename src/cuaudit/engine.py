@@ -34,6 +34,7 @@ from cuaudit.model import (
     ProbeRecord,
 )
 from cuaudit.probe import Prober
+from cuaudit import snapshot
 from cuaudit.store import FactStore, default_cache_dir
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -443,6 +444,15 @@ def gather(
     ``env``: ``True`` for the current interpreter's environment, the path of another
     ``python``, or an :class:`~cuaudit.inputs.environment.Environment` already loaded.  Probe extractors run only with ``config.probe``.
     """
+    artifacts, environment, problems = _collect(paths, env=env, config=config, progress=progress)
+    return _extract(artifacts, environment, problems, config=config, extractors=extractors, progress=progress)
+
+
+def _collect(
+    paths: Iterable[str | os.PathLike | Artifact], *, env: "str | bool | Environment | None", config: Config,
+    progress: Progress | None,
+) -> tuple[list[Artifact], EnvironmentInfo | None, list[Finding]]:
+    """Resolve inputs (and an environment) and list them: what a snapshot is keyed by."""
     from cuaudit.inputs import resolve
     from cuaudit.inputs.environment import Environment, InterpreterError, load_environment
 
@@ -462,6 +472,14 @@ def gather(
         except InterpreterError as exc:
             ref = ArtifactRef(kind=ArtifactKind.FILE, path=str(python))
             problems.append(rules_registry.get("CU008").finding(Location(ref), str(exc)))
+    for art in artifacts:
+        _list_safely(art)
+    return artifacts, environment, problems
+
+
+def _extract(artifacts: list[Artifact], environment: EnvironmentInfo | None, problems: list[Finding], *,
+             config: Config, extractors: Iterable[str], progress: Progress | None) -> Gathered:
+    """The named facts of listed artifacts (cache, workers), with the problems met listing them."""
     chosen = {n: facts_registry.get(n)() for n in sorted(set(extractors))}
     if not config.probe:
         chosen = {n: e for n, e in chosen.items() if not type(e).probe}
@@ -469,10 +487,9 @@ def gather(
     def wanted(member: Member) -> tuple[str, ...]:
         return tuple(n for n, e in chosen.items() if e.applies(member))
 
-    for art in artifacts:
-        _list_safely(art)
     extraction = Extraction(config, progress)
     extraction.run(artifacts, wanted)
+    problems = list(problems)
     for art in artifacts:
         problems += [problem_finding(p) for p in art.problems]
     problems += extraction.problems
@@ -499,10 +516,28 @@ def audit(
     rules_registry.validate_config(config)
     selected = [cls for cls in rules_registry.select(config.selected, config.ignored)]
     runnable = [cls() for cls in selected if not cls.emitted_by_engine]
-    gathered = gather(paths, env=env, config=config, extractors=extractors_for(selected), progress=progress)
-    artifacts, environment, extraction = gathered.artifacts, gathered.environment, gathered.extraction
+    names = extractors_for(selected)
+    artifacts, environment, early = _collect(paths, env=env, config=config, progress=progress)
+    # `env` reuses what its last run derived when nothing it depends on changed (snapshot.py)
+    slot = content = None
+    if command == "env" and snapshot.usable(config, selected, [facts_registry.get(n) for n in names]):
+        slot = snapshot.slot_key(config, environment, selected, [facts_registry.get(n) for n in names], command)
+        content = snapshot.content_identity(artifacts, snapshot.code_identity())
+        extraction = Extraction(config, None)
+        evidence_inputs = EvidenceInputs(config, environment, extraction)
+        hit = snapshot.load(extraction.store, slot, content)
+        if hit is not None and len(hit.skipped) == len(artifacts) and evidence_inputs.still_answers(hit.evidence):
+            extraction.store.close()
+            for art, skipped in zip(artifacts, hit.skipped):
+                art.skipped = list(skipped)
+            return _report(config, selected, artifacts, environment, list(hit.findings), [],
+                           [ref for name in EvidenceInputs.NAMES for ref, _ in hit.evidence.get(name, ())],
+                           {**hit.stats, "snapshot_reused": True}, started, command)
+        extraction.store.close()
+    gathered = _extract(artifacts, environment, early, config=config, extractors=names, progress=progress)
+    extraction = gathered.extraction
     probes: list[ProbeRecord] = []
-    evidence_inputs = EvidenceInputs(config, environment, extraction)
+    evidence_inputs = EvidenceInputs(config, environment, extraction, record=slot is not None)
     ctx = RuleContext(config, artifacts, extraction.facts, environment, probes,
                       evidence=evidence_inputs, probe=Prober(config, probes))
     findings: list[Finding] = list(gathered.problems)
@@ -517,23 +552,41 @@ def audit(
                     Location(ref), f"rule {rule.code} failed: {message}", evidence={**evidence, "rule": rule.code}, key=rule.code
                 )
             )
+    stats = audit_stats(gathered, started)
+    if slot is not None and content is not None and not any(f.code == "CU011" for f in findings):
+        # a CU011 is cuaudit's own failure (or a worker that died): never kept for the next run
+        stats.pop("seconds")
+        snapshot.save(extraction.store, slot, snapshot.Snapshot(
+            content, findings, [list(a.skipped) for a in artifacts], evidence_inputs.recorded,
+            {**{k: v for k, v in stats.items() if k not in ("facts_extracted", "evidence_facts_extracted")},
+             "facts_extracted": 0, "evidence_facts_extracted": 0,
+             "facts_cached": stats["facts_cached"] + stats["facts_extracted"],
+             "evidence_facts_cached": stats["evidence_facts_cached"] + stats["evidence_facts_extracted"]},
+        ))
+    extraction.flush_evidence()
+    extraction.store.close()
+    return _report(config, selected, artifacts, environment, findings, probes, evidence_inputs.refs(),
+                   {**stats, "snapshot_reused": False}, started, command)
 
+
+def _report(config: Config, selected: Sequence[type], artifacts: list[Artifact], environment: EnvironmentInfo | None,
+            findings: list[Finding], probes: list[ProbeRecord], evidence: list[ArtifactRef], stats: dict[str, Any],
+            started: float, command: str) -> Report:
+    """The finishing step over the rules' findings, and the report."""
     findings, suppressed, baselined = finish(
         findings, config, {c.code for c in selected}, suppressions_for(findings, artifacts, config)
     )
     skipped = [s for a in artifacts for s in a.skipped]
-    extraction.flush_evidence()
-    extraction.store.close()
     return Report(
         findings=findings,
         skipped=sorted(skipped, key=lambda s: (s.location.artifact.path, s.location.member or "")),
         artifacts=[a.ref for a in artifacts],
-        evidence=evidence_inputs.refs(),
+        evidence=evidence,
         config=config,
         rules=[c.code for c in selected],
         environment=environment,
         probes=probes,
-        stats=audit_stats(gathered, started),
+        stats={**stats, "seconds": round(time.perf_counter() - started, 3)},
         suppressed=suppressed,
         baselined=baselined,
         command=command,
@@ -565,16 +618,36 @@ class EvidenceInputs:
 
     NAMES = ("stdlib", "system", "with")
 
-    def __init__(self, config: Config, environment: EnvironmentInfo | None, extraction: Extraction) -> None:
+    def __init__(self, config: Config, environment: EnvironmentInfo | None, extraction: Extraction,
+                 *, record: bool = False) -> None:
         self.config = config
         self.environment = environment
         self.extraction = extraction
         self._views: dict[str, list[Evidence]] = {}
+        #: with ``record``: name -> [(input's ref, the questions asked of it and their answers)], for a snapshot
+        self.recorded: dict[str, list[tuple[ArtifactRef, snapshot.Questions]]] | None = {} if record else None
 
     def __call__(self, name: str) -> list[Evidence]:
         if name not in self._views:
-            self._views[name] = [Evidence(a, self.extraction.on_demand) for a in self._resolve(name)]
+            arts = self._resolve(name)
+            if self.recorded is None:
+                self._views[name] = [Evidence(a, self.extraction.on_demand) for a in arts]
+            else:
+                asked: list[snapshot.Questions] = [{} for _ in arts]
+                self.recorded[name] = [(a.ref, q) for a, q in zip(arts, asked)]
+                self._views[name] = [snapshot.RecordingEvidence(a, self.extraction.on_demand, q)
+                                     for a, q in zip(arts, asked)]
         return self._views[name]
+
+    def still_answers(self, recorded: dict[str, list[tuple[ArtifactRef, "snapshot.Questions"]]]) -> bool:
+        """Whether the evidence inputs resolve as recorded and answer every recorded question alike."""
+        for name, items in recorded.items():
+            arts = self._resolve(name)
+            if [a.ref for a in arts] != [ref for ref, _ in items]:
+                return False
+            if not all(snapshot.ask_again(a, q) for a, (_, q) in zip(arts, items)):
+                return False
+        return True
 
     def _resolve(self, name: str) -> list[Artifact]:
         from cuaudit.inputs import evidence as inputs
