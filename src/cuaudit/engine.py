@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import time
 import traceback
@@ -35,7 +36,7 @@ from cuaudit.model import (
 )
 from cuaudit.probe import Prober
 from cuaudit import snapshot
-from cuaudit.store import FactStore, default_cache_dir
+from cuaudit.store import FactStore, default_cache_dir, gc_paused
 
 if TYPE_CHECKING:  # pragma: no cover
     from cuaudit.inputs.environment import Environment
@@ -140,6 +141,7 @@ _FORKED: list[Artifact] | None = None
 def _extract_forked(i: int, tasks: list[tuple[Member, tuple[str, ...]]]) -> list[tuple[str, str, bool, Any]]:
     art = _FORKED[i]  # type: ignore[index]
     if getattr(art, "_forked_in", None) != os.getpid():
+        gc.enable()  # a worker makes and drops parse trees: it collects, whatever the parent paused
         # open handles came from the parent: a shared file offset is not safe to read through
         for key in list(vars(art)):
             if key.startswith("_h_"):
@@ -314,7 +316,11 @@ class Extraction:
 
                 ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
                 _FORKED = list(artifacts) if ctx is not None else None
-                with ProcessPoolExecutor(max_workers=min(jobs, len(groups)), mp_context=ctx) as pool:
+                # What the parent holds now is never collected in a worker: its pages stay shared
+                # with the parent instead of being copied when a collection touches them.
+                gc.freeze()
+                with ProcessPoolExecutor(max_workers=min(jobs, len(groups)), mp_context=ctx) as pool, \
+                        gc_paused():  # the parent only gathers results (see store.gc_paused)
                     if ctx is not None:
                         # Forked workers inherit the artifacts: send indexes, not a pickled artifact
                         # per group (torch's wheel: 11 499 members, 1.5 MB and a re-read of its zip
@@ -489,6 +495,9 @@ def _extract(artifacts: list[Artifact], environment: EnvironmentInfo | None, pro
 
     extraction = Extraction(config, progress)
     extraction.run(artifacts, wanted)
+    # The facts live until the audit ends and hold no cycle: later collections (the rules
+    # build models, the report its document) need not walk them again.
+    gc.freeze()
     problems = list(problems)
     for art in artifacts:
         problems += [problem_finding(p) for p in art.problems]
