@@ -145,6 +145,7 @@ class ImportTimeExtractor(Extractor):
     """The import-time program of a Python module (order, conditions, calls, swaps)."""
 
     name = "import_time"
+    decoded_lazily = True
     version = 5
 
     def applies(self, member: Member) -> bool:

@@ -187,6 +187,7 @@ class PythonSourceExtractor(Extractor):
     """Module-level bindings, imports, ``__getattr__``, lazy tables and attribute chains."""
 
     name = "python_source"
+    decoded_lazily = True
     version = 9  # 9: a pass over the shared parse; lines split as Python's tokenizer splits them
 
     def applies(self, member: Member) -> bool:
