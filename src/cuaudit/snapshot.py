@@ -8,9 +8,9 @@ What the rules answer depends only on
 * the content keys of every member of every audited artifact (the ``stat`` of
   every file each RECORD lists), with what listing met (problems, skips);
 * cuaudit itself (its version and the ``stat`` of its own source files, so a
-  development checkout never reuses what older code derived), the selected
-  rules and extractors, the configuration that reaches rules, and the
-  interpreter (:class:`~cuaudit.model.EnvironmentInfo`);
+  development checkout never reuses what older code derived; the Python running
+  it), the selected rules and extractors, the configuration that reaches rules,
+  and the audited interpreter (:class:`~cuaudit.model.EnvironmentInfo`);
 * the evidence the rules read on demand (standard library, system
   libraries, ``--with``): every question asked of it and its answer is
   recorded in the snapshot (:class:`RecordingEvidence`) and asked again
@@ -33,6 +33,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -85,7 +86,8 @@ def slot_key(config: "Config", environment: EnvironmentInfo | None, rules: Seque
              extractors: Sequence[type], command: str) -> str:
     """Where this (interpreter, configuration, selection)'s latest snapshot lives in the store."""
     parts = [
-        str(SCHEMA), command, repr(environment), config_identity(config),
+        # the interpreter running cuaudit too: its ast and its stdlib module names shape the model
+        str(SCHEMA), command, sys.executable, sys.version, repr(environment), config_identity(config),
         ",".join(sorted(f"{c.__module__}.{c.__qualname__}" for c in rules)),
         ",".join(sorted(f"{c.__module__}.{c.__qualname__}:{c.name}:{c.version}" for c in extractors)),
     ]
