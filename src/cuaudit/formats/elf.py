@@ -38,6 +38,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import IO, Any, Callable
 
+from cuaudit.inputs.budgets import budget
 from cuaudit.model import InputError
 
 #: Bytes at the start of a streamed member kept in memory: the tables PT_DYNAMIC points to
@@ -56,7 +57,7 @@ MAX_STRING = 64 * 1024
 #: Names read from one string table total at most this many times its size (plus MAX_STRING):
 #: entries that all point into one long string would otherwise copy it once each (a 156 KB file
 #: made 200 MB of names).  Real files stay under 1.4 (304 system and corpus libraries measured).
-MAX_NAME_FANOUT = 4
+MAX_NAME_FANOUT = budget("ELF_NAME_FANOUT")
 #: More version entries than this is not a real file (glibc's libc.so.6 has 40).
 MAX_VERSION_ENTRIES = 1 << 16
 
