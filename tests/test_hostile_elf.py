@@ -16,6 +16,7 @@ import tracemalloc
 import pytest
 
 from conftest import make_wheel
+from devicecode_bytes import container, elf_with, entry
 from cuaudit.config import Config
 from cuaudit.engine import audit
 from cuaudit.formats.elf import image_of_bytes
@@ -181,15 +182,6 @@ def test_every_hostile_member_of_one_wheel_gets_its_own_finding_and_the_scan_goe
 # -- fat binaries that lie ----------------------------------------------------------------------
 
 
-def fatbin_entry(kind: int = 2, sm: int = 80, payload: bytes = b"", hsize: int = 64, payload_size: int | None = None) -> bytes:
-    size = len(payload) if payload_size is None else payload_size
-    return struct.pack("<HHIQIIHHIIIQQQ", kind, 0x101, hsize, size, 0, 0, 8, 1, sm, 0, 0, 0x11, 0, 0) + payload
-
-
-def fatbin_container(body: bytes, declared: int | None = None) -> bytes:
-    return struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(body) if declared is None else declared) + body
-
-
 def _device_code(whl, paths) -> dict:
     """The fat-binary extractor's answer (or its InputError) for each member named."""
     from cuaudit.facts import MemberReader
@@ -209,11 +201,11 @@ def _device_code(whl, paths) -> dict:
 
 def test_a_member_starting_with_the_fatbin_magic_whose_headers_lie(tmp_path):
     members = {
-        "demo/body.so": fatbin_container(fatbin_entry(), declared=1 << 60),  # a body past the end
-        "demo/hsize.so": fatbin_container(fatbin_entry(hsize=0xFFFFFFFF)),  # a header larger than the body
-        "demo/payload.so": fatbin_container(fatbin_entry(payload_size=1 << 62)),  # a payload past the body
-        "demo/short.so": fatbin_container(fatbin_entry())[:40],  # cut inside the first entry header
-        "demo/ok.so": fatbin_container(fatbin_entry(sm=90, payload=b"\0" * 64)),
+        "demo/body.so": container(entry(2, 80, payload=b""), declared=1 << 60),  # a body past the end
+        "demo/hsize.so": container(entry(2, 80, header_size=0xFFFFFFFF)),  # a header larger than the body
+        "demo/payload.so": container(entry(2, 80, payload_size=1 << 62)),  # a payload past the body
+        "demo/short.so": container(entry(2, 80))[:40],  # cut inside the first entry header
+        "demo/ok.so": container(entry(2, 90, payload=b"\0" * 64)),
     }
     whl = make_wheel(tmp_path, "demo", "1.0", members)
     code = _device_code(whl, members)
@@ -228,7 +220,7 @@ def test_a_member_starting_with_the_fatbin_magic_whose_headers_lie(tmp_path):
 
 def test_a_raw_fatbin_member_is_streamed_not_held_whole(tmp_path):
     payload = b"\0" * (48 << 20)  # deflates to 48 KB in the wheel
-    whl = make_wheel(tmp_path, "demo", "1.0", {"demo/big.fatbin": fatbin_container(fatbin_entry(sm=86, payload=payload))})
+    whl = make_wheel(tmp_path, "demo", "1.0", {"demo/big.fatbin": container(entry(2, 86, payload=payload))})
     del payload
     tracemalloc.start()
     try:
@@ -244,11 +236,9 @@ def test_fatbin_entries_past_the_budget_are_cu004(tmp_path, monkeypatch):
     from cuaudit.facts import fatbin
 
     monkeypatch.setattr(fatbin, "MAX_ENTRIES", 1000)
-    many = fatbin_container(fatbin_entry() * 1001)
+    many = container(*[entry(2, 80, payload=b"")] * 1001)
     # raw, and in a .nv_fatbin section named again and again over the same bytes (entries counted per member)
-    from test_devicecode import elf_with
-
-    overlapping = bytearray(elf_with({".nv_fatbin": fatbin_container(fatbin_entry() * 600)}))
+    overlapping = bytearray(elf_with({".nv_fatbin": container(*[entry(2, 80, payload=b"")] * 600)}))
     shoff, shnum = struct.unpack_from("<Q", overlapping, 0x28)[0], struct.unpack_from("<H", overlapping, 0x3C)[0]
     sec = overlapping[shoff + 64 : shoff + 128]  # section 1: .nv_fatbin
     overlapping[shoff + 64 * shnum - 64 : shoff + 64 * shnum - 64] = sec  # the name table moves up one
