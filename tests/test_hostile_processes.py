@@ -153,6 +153,16 @@ def test_capi_probe_log_of_the_wrong_shape_is_a_clean_outcome(tmp_path, log):
     assert result.outcome.startswith("the probe's log is not what the probe writes") and not result.imports
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_capi_probe_log_replaced_by_a_fifo_is_never_opened_for_reading(tmp_path, alarm):  # noqa: F811
+    from cuaudit.probe.capi import probe_consumer
+
+    python, _ = hostile(tmp_path / "python", 'rm -f "$4"; mkfifo "$4"\n')
+    alarm(20)
+    result = probe_consumer(str(python), "cons", str(tmp_path / "cons.so"), {"prov": {}}, timeout=10)
+    assert result.outcome.startswith("the probe's log is not what the probe writes")
+
+
 def test_capi_probe_lookup_of_a_name_it_never_offered_is_ignored(tmp_path):
     from cuaudit.probe.capi import probe_consumer
 

@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass, field
 
 from cuaudit.model import ProbeRecord
+from cuaudit.inputs.artifact import read_regular
 from cuaudit.inputs.process import MAX_OUTPUT, BoundExceeded, run_bounded
 
 _CHILD = r'''
@@ -226,14 +227,13 @@ _EVENT_FIELDS = {"lookup": ("module", "name"), "attr": ("module", "name"), "erro
 
 
 def _read_events(log_file: str) -> list[dict[str, str]] | None:
-    """The child's events, or None when the log is too long or not of their shape.
+    """The child's events, or None when the log is too long, not a file, or not of their shape.
 
     The audited module runs in that process and may write to the log too:
     the file is read up to the output budget and every line is checked.
     """
-    with open(log_file, "rb") as fh:
-        data = fh.read(MAX_OUTPUT + 1)
-    if len(data) > MAX_OUTPUT:
+    data = read_regular(log_file, MAX_OUTPUT + 1)  # it may have been replaced by a FIFO, too
+    if data is None or len(data) > MAX_OUTPUT:
         return None
     events = []
     for line in data.decode("utf-8", "replace").splitlines():
