@@ -53,13 +53,20 @@ def assert_gone(pidfile: Path) -> None:
 
 @pytest.fixture
 def short_deadline(monkeypatch):
-    """Every run_bounded call gets a 1 s deadline (callers with fixed timeouts of 10-60 s)."""
+    """Every run_bounded call gets a 1 s deadline (callers with fixed timeouts of 10-60 s).
+
+    Patched where callers find it: the module (explain and survey import it when they run)
+    and the download's module, which imported it by name.
+    """
+    from cuaudit.inputs import index
+
     real = process.run_bounded
 
     def run(argv, **kwargs):
         return real(argv, **{**kwargs, "timeout": 1})
 
     monkeypatch.setattr(process, "run_bounded", run)
+    monkeypatch.setattr(index, "run_bounded", run)
 
 
 @pytest.fixture
@@ -98,7 +105,7 @@ def test_imports_probe_interpreter_that_hangs_is_killed_with_its_child(tmp_path,
     alarm(20)
     results, runs = probe_submodules(str(python), [], {"pkg": ["a", "b"]}, timeout=1)
     assert {r.status for r in results.values()} == {"timeout"} and len(results) == 2
-    assert runs[0].outcome == "stopped: no answer within 1 s"
+    assert runs[0].outcome == "timed out after 1 s"
     assert_gone(pidfile)
 
 
@@ -133,7 +140,7 @@ def test_capi_probe_interpreter_that_hangs_is_killed_with_its_child(tmp_path, al
     python, pidfile = hostile(tmp_path / "python", HANG)
     alarm(20)
     result = probe_consumer(str(python), "cons", str(tmp_path / "cons.so"), {"prov": {}}, timeout=1)
-    assert result.outcome == "stopped: no answer within 1 s" and result.runs == 1 and not result.complete
+    assert result.outcome == "timed out after 1s" and result.runs == 1 and not result.complete
     assert_gone(pidfile)
 
 
@@ -283,7 +290,7 @@ def test_trace_program_that_hangs_is_killed_with_its_child(tmp_path, cli, alarm)
     (tmp_path / "prog.py").write_text("pass\n")
     alarm(30)
     rc, out, err = cli("trace", "--timeout", "1", "--", python, tmp_path / "prog.py")
-    assert rc == 2 and "left no trace records (stopped: no answer within 1 s)" in err
+    assert rc == 2 and "left no trace records (stopped after 1s (timeout))" in err
     assert_gone(pidfile)
 
 

@@ -99,7 +99,7 @@ def execute(args: argparse.Namespace) -> int:
                 sys.stderr.write(proc.out + proc.err)
             outcome = f"exit status {proc.returncode}"
         except BoundExceeded as exc:
-            outcome = f"stopped: {exc}"
+            outcome = f"stopped after {timeout:.0f}s (timeout)" if exc.timed_out else f"stopped: {exc}"
         except OSError as exc:
             print(f"cuaudit trace: error: cannot run {python}: {exc}", file=sys.stderr)
             return 2

@@ -29,7 +29,11 @@ TICK_SECONDS = 0.2
 
 
 class BoundExceeded(Exception):
-    """The program ran past its deadline or printed more than allowed (it was killed)."""
+    """The program ran past its deadline (``timed_out``) or printed more than allowed (it was killed)."""
+
+    def __init__(self, message: str, *, timed_out: bool) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
 
 
 @dataclass(frozen=True)
@@ -85,7 +89,7 @@ def _wait(proc: subprocess.Popen[Any], deadline: float, timeout: float, tick: Ca
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
-            raise BoundExceeded(f"no answer within {timeout:g} s")
+            raise BoundExceeded(f"no answer within {timeout:g} s", timed_out=True)
         try:
             return proc.wait(timeout=min(left, TICK_SECONDS))
         except subprocess.TimeoutExpired:
@@ -103,7 +107,7 @@ def _read(proc: subprocess.Popen[Any], timeout: float, max_output: int, tick: Ca
         while sel.get_map():
             left = deadline - time.monotonic()
             if left <= 0:
-                raise BoundExceeded(f"no answer within {timeout:g} s")
+                raise BoundExceeded(f"no answer within {timeout:g} s", timed_out=True)
             for key, _ in sel.select(min(left, TICK_SECONDS)):
                 chunk = os.read(key.fd, 1 << 16)
                 if not chunk:
@@ -111,7 +115,7 @@ def _read(proc: subprocess.Popen[Any], timeout: float, max_output: int, tick: Ca
                     continue
                 out[key.fd] += chunk
                 if sum(len(b) for b in out.values()) > max_output:
-                    raise BoundExceeded(f"printed more than {max_output} bytes")
+                    raise BoundExceeded(f"printed more than {max_output} bytes", timed_out=False)
             if proc.poll() is not None:
                 _kill_group(proc.pid)  # children holding the pipes open end with it
             elif tick is not None:

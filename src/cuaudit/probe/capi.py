@@ -165,7 +165,7 @@ def probe_consumer(
             try:
                 run_bounded([python, "-S", child, spec_file, log_file], env=env, timeout=timeout)
             except BoundExceeded as exc:
-                result.outcome = f"stopped: {exc}"
+                result.outcome = f"timed out after {timeout:g}s" if exc.timed_out else f"stopped: {exc}"
                 break
             events = _read_events(log_file)
             if events is None:

@@ -152,7 +152,8 @@ def probe_submodules(
         except BoundExceeded as exc:  # a hang or a flood: killed with its children
             for s in subs:
                 results[(parent, s)] = ProbeResult(parent, s, "timeout", "BoundExceeded", str(exc))
-            runs.append(ProbeRun(parent, shown, time.perf_counter() - started, f"stopped: {exc}"))
+            why = f"timed out after {timeout:g} s" if exc.timed_out else f"stopped: {exc}"
+            runs.append(ProbeRun(parent, shown, time.perf_counter() - started, why))
             continue
         except OSError as exc:
             for s in subs:
