@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from cuaudit.facts import Extractor, MemberReader
+from cuaudit.formats.python import LEAVES, child_nodes
 from cuaudit.model import Member, MemberKind
 
 
@@ -205,37 +206,40 @@ def _import_effects(node: ast.Import | ast.ImportFrom, conds: tuple[Condition, .
                          bound=a.asname or a.name)
 
 
+#: nodes whose children a function's own code never runs (or that have none worth visiting)
+_LEAVES_OR_SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, *LEAVES})
+
+
 def _own_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
     """Every node of a function body that runs when it is called: not nested defs, classes, lambdas."""
     stack: list[ast.AST] = list(reversed(body))
     while stack:
         n = stack.pop()
         yield n
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            stack.extend(reversed(n.decorator_list if not isinstance(n, ast.Lambda) else []))
+        t = type(n)
+        if t in _LEAVES_OR_SCOPES:
+            if t is ast.FunctionDef or t is ast.AsyncFunctionDef:
+                stack.extend(reversed(n.decorator_list))  # type: ignore[attr-defined]
             continue
-        if isinstance(n, ast.ClassDef):
-            continue
-        stack.extend(reversed(list(ast.iter_child_nodes(n))))
+        stack.extend(reversed(child_nodes(n)))
 
 
-def _calls_in(node: ast.AST, conds: tuple[Condition, ...], shallow: bool = False) -> Iterator[Effect]:
-    """Calls (and dynamic imports) evaluated by an expression, not entering lambdas
-    (``shallow``: only ``node`` itself, its arguments' calls come on their own)."""
-    if shallow:
-        yield from _calls_in_one(node, conds)
-        return
+def _calls_in(node: ast.AST, conds: tuple[Condition, ...]) -> Iterator[Effect]:
+    """Calls (and dynamic imports) evaluated by an expression, not entering lambdas."""
     stack = [node]
     while stack:
         n = stack.pop()
-        if isinstance(n, ast.Lambda):
+        t = type(n)
+        if t is ast.Call:
+            effect = _call_effect(n, conds)  # type: ignore[arg-type]
+            if effect is not None:
+                yield effect
+        elif t is ast.Lambda or t in LEAVES:
             continue
-        if isinstance(n, ast.Call):
-            yield from _calls_in_one(n, conds)
-        stack.extend(reversed(list(ast.iter_child_nodes(n))))
+        stack.extend(reversed(child_nodes(n)))
 
 
-def _calls_in_one(n: ast.Call, conds: tuple[Condition, ...]) -> Iterator[Effect]:
+def _call_effect(n: ast.Call, conds: tuple[Condition, ...]) -> Effect | None:
     name = dotted(n.func)
     if name.rpartition(".")[2] in ("import_module", "__import__") and n.args:
         arg = n.args[0]
@@ -248,9 +252,10 @@ def _calls_in_one(n: ast.Call, conds: tuple[Condition, ...]) -> Iterator[Effect]
                 package = kw.value.id
         # `__import__(place)` with `place` a parameter: the caller's literal (numpy's add_newdoc)
         variable = arg.id if isinstance(arg, ast.Name) else ""
-        yield Effect("dynamic-import", n.lineno, conds, module=literal, name=package, bound=variable)
-    elif name:
-        yield Effect("call", n.lineno, conds, callee=name, args=_literal_strings(n.args))
+        return Effect("dynamic-import", n.lineno, conds, module=literal, name=package, bound=variable)
+    if name:
+        return Effect("call", n.lineno, conds, callee=name, args=_literal_strings(n.args))
+    return None
 
 
 def _ends_in_raise_attribute_error(body: list[ast.stmt]) -> bool:
@@ -441,11 +446,14 @@ class _Reader:
     def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> FunctionBody:
         effects: list[Effect] = []
         for sub in _own_nodes(node.body):
-            if isinstance(sub, (ast.Import, ast.ImportFrom)):
-                effects.extend(_import_effects(sub, ()))
-            elif isinstance(sub, ast.Call):
-                effects.extend(_calls_in(sub, (), shallow=True))
-            elif isinstance(sub, ast.Assign) and any(
+            t = type(sub)
+            if t is ast.Call:
+                effect = _call_effect(sub, ())  # type: ignore[arg-type]
+                if effect is not None:
+                    effects.append(effect)
+            elif t is ast.Import or t is ast.ImportFrom:
+                effects.extend(_import_effects(sub, ()))  # type: ignore[arg-type]
+            elif t is ast.Assign and any(
                     isinstance(t, ast.Subscript) and dotted(t.value) == "sys.modules" for t in sub.targets):
                 # cryptography's utils.deprecated(): the caller's module is replaced by a wrapper
                 effects.append(Effect("swap", sub.lineno))
