@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import sys
 import time
 import traceback
 import zipfile
@@ -194,6 +195,9 @@ class Extraction:
         self.config = config
         self.progress = progress
         self.store = FactStore((config.cache_dir or default_cache_dir()) if config.cache else None)
+        # The standard library is the machine's, not the audited input: `--no-cache` does not
+        # parse it again each run (177 modules: a third of a cold cupy 14.2.0 check's sources).
+        self._machine_store = self.store if config.cache else FactStore(config.cache_dir or default_cache_dir())
         self.facts: dict[tuple[int, str, str], Any] = {}
         self.problems: list[Finding] = []
         self._problem_at: dict[tuple[int, str, str], int] = {}
@@ -234,6 +238,7 @@ class Extraction:
         # No SQLite connection may cross a fork (a child closing it releases the
         # parent's file locks); it is reopened for put_many.
         self.store.close()
+        self._machine_store.close()
         todo: dict[int, list[tuple[Member, tuple[str, ...]]]] = {}
         for i, m, names in pending:
             missing = []
@@ -275,7 +280,7 @@ class Extraction:
         warm).  Problems are never findings: the fact is then None.
         """
         key = FactStore.key(name, facts_registry.get(name).version, member.content_key)
-        bundle = self._evidence_bundle(artifact.ref)
+        bundle = self._evidence_bundle(artifact)
         if key in bundle.values:
             self.evidence_cached += 1
             value = bundle.values[key]
@@ -294,29 +299,37 @@ class Extraction:
             return None
         return value.value if isinstance(value, facts_registry.WithProblems) else value
 
-    def _evidence_bundle(self, ref: ArtifactRef) -> "_EvidenceBundle":
+    def _evidence_bundle(self, artifact: Artifact) -> "_EvidenceBundle":
+        ref = artifact.ref
         bundle = self._evidence_bundles.get(ref)
         if bundle is None:
             import hashlib
 
-            digest = hashlib.blake2b(repr((ref.kind.value, ref.path, ref.name)).encode(), digest_size=20).hexdigest()
+            identity = (ref.kind.value, ref.path, ref.name)
+            store = self.store
+            if artifact.machine:
+                # kept across --no-cache runs: the audited interpreter (its stdlib folder and
+                # version) and the one parsing it name the bundle; each fact's key holds its file's stat
+                identity += (ref.version, *_running_interpreter())
+                store = self._machine_store
+            digest = hashlib.blake2b(repr(identity).encode(), digest_size=20).hexdigest()
             key = f"evidence:{digest}"
-            stored = self.store.get_many([key]).get(key)
-            bundle = _EvidenceBundle(key, dict(stored) if isinstance(stored, dict) else {})
+            stored = store.get_many([key]).get(key)
+            bundle = _EvidenceBundle(key, dict(stored) if isinstance(stored, dict) else {}, store)
             self._evidence_bundles[ref] = bundle
         return bundle
 
     def flush_evidence(self) -> None:
         """Write the evidence bundles that gained facts (once, at the end of an audit)."""
-        items = []
         for bundle in self._evidence_bundles.values():
             if bundle.dirty:
                 values = bundle.values
                 if len(values) > 4 * len(bundle.used) + 2048:  # stale keys pile up: keep what this audit used
                     values = {k: v for k, v in values.items() if k in bundle.used}
-                items.append((bundle.key, values))
+                bundle.store.put_many([(bundle.key, values)])
                 bundle.dirty = False
-        self.store.put_many(items)
+        if self._machine_store is not self.store:
+            self._machine_store.close()
 
     def _extract(self, artifacts, todo, keys, new, total_tasks: int, total_bytes: int) -> None:
         if not total_tasks:
@@ -426,12 +439,18 @@ class Extraction:
         self.problems.append(finding)
 
 
+def _running_interpreter() -> tuple[str, str]:
+    """The interpreter that parses evidence (its ``ast`` decides the facts), for cache keys."""
+    return sys.version, sys.executable
+
+
 @dataclass
 class _EvidenceBundle:
     """The cached facts of one evidence input, keyed like any fact (extractor, version, content)."""
 
     key: str
     values: dict[str, Any]
+    store: FactStore
     used: set[str] = field(default_factory=set)
     dirty: bool = False
 
