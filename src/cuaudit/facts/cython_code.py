@@ -427,6 +427,9 @@ def _prime_calls(image: _Image, imported: dict) -> None:
     """One scan for the call sites of every imported function we look at."""
     targets = {t for stubs, _slots in imported.values() for t in stubs}
     slots = {s for _stubs, sl in imported.values() for s in sl}
+    known = image.__dict__.get("_known_calls")
+    if known is not None and targets <= known[0] and slots <= known[1]:
+        return  # scanned already (a module without an ABI marker is primed while it is recognised)
     image._known_calls = (targets, slots, _scan_calls(image, targets, slots))
 
 
