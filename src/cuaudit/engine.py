@@ -181,6 +181,16 @@ def _chunks(tasks: list[tuple[Member, tuple[str, ...]]], target_bytes: int = 16 
         yield chunk
 
 
+#: CPU per byte of parsing Python against inflating and walking other members (a cold check of
+#: torch 2.8.0: ~10 s for 2,075 sources of 37 MB, ~6 s for 1.5 GB of shared libraries)
+_PYTHON_COST = 50
+
+
+def _cost(chunk: list[tuple[Member, tuple[str, ...]]]) -> int:
+    """A rough CPU estimate of extracting a group, to start the longest ones first."""
+    return sum(m.size * (_PYTHON_COST if m.path.endswith((".py", ".pyi")) else 1) for m, _ in chunk)
+
+
 def _bundle_key(member_keys: list[str]) -> str:
     import hashlib
 
@@ -351,9 +361,13 @@ class Extraction:
                         # Forked workers inherit the artifacts: send indexes, not a pickled artifact
                         # per group (torch's wheel: 11 499 members, 1.5 MB and a re-read of its zip
                         # directory for each of 37 groups, ~5 s of CPU).
-                        futures = [(i, chunk, pool.submit(_extract_forked, i, chunk)) for i, chunk in groups]
+                        submit = lambda i, chunk: pool.submit(_extract_forked, i, chunk)  # noqa: E731
                     else:
-                        futures = [(i, chunk, pool.submit(_extract_group, artifacts[i], chunk)) for i, chunk in groups]
+                        submit = lambda i, chunk: pool.submit(_extract_group, artifacts[i], chunk)  # noqa: E731
+                    # The costliest groups start first (torch's 968 MB libtorch_cuda.so, listed late,
+                    # otherwise ran alone at the end); results are still taken in listing order.
+                    started = {g: submit(*groups[g]) for g in sorted(range(len(groups)), key=lambda g: -_cost(groups[g][1]))}
+                    futures = [(i, chunk, started[g]) for g, (i, chunk) in enumerate(groups)]
                     # The workers are forked by now: the progress bar's refresh
                     # thread starts after, so no child inherits its locks.
                     if self.progress:
