@@ -238,3 +238,70 @@ def test_a_computed_import_at_import_time_makes_its_package_unknown(tree_factory
     })
     # cp.late and cp.other may be what the loop imports: no claim; cp.sub is no module of cp.helper's package level
     assert keys(run([root]), "CU101") == ["cp.sub.deep"]
+
+
+FAILING = {
+    "op/__init__.py": src("""
+        from contextlib import suppress
+        with suppress(ImportError):
+            from op.fast import F
+            from op import after
+        try:
+            from .slow import thing
+        except ImportError:
+            thing = None
+        else:
+            from . import viaelse
+        try:
+            from .tzwin import TzWin
+        except ImportError:
+            TzWin = None
+        from . import plain
+    """),
+    "op/fast.py": "import not_installed_dep\nF = 1\n",
+    "op/after.py": "", "op/viaelse.py": "", "op/plain.py": "",
+    "op/slow.py": "import os\nfrom another_missing import thing\n",
+    # dateutil.tz.win: both the module and its fallback are Windows-only
+    "op/tzwin.py": "try:\n    import winreg\nexcept ImportError:\n    import _winreg as winreg\nTzWin = 1\n",
+    # imageio.plugins: the asked name is imported, and its ImportError becomes AttributeError
+    "op/plugins/__init__.py": src("""
+        import importlib
+        def __getattr__(name):
+            try:
+                return importlib.import_module(f"op.plugins.{name}")
+            except ImportError:
+                raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    """),
+    "op/plugins/good.py": "import json\n",
+    "op/plugins/bad.py": "import cv2_not_installed\n",
+}
+
+
+def test_imports_that_fail_in_a_known_environment(tmp_path, wheel_factory):
+    """An environment is known in full: a module nobody installed fails to import, the `try`
+    (or `with suppress(ImportError)`) around it stops there, and the module importing it is no
+    attribute of its parent; each verdict is checked against a real import in that venv."""
+    import subprocess
+
+    from conftest import make_venv
+
+    py = make_venv(tmp_path / "venv", [wheel_factory("op", "1.0", FAILING)])
+    report = audit([], env=str(py), config=Config(cache=False, select=("CU101", "CU102")))
+    traps = {f.key: f.code for f in report.findings if f.key.startswith("op.")}
+    assert traps == {"op.fast": "CU101", "op.after": "CU101", "op.slow": "CU101", "op.viaelse": "CU101",
+                     "op.tzwin": "CU101", "op.plugins": "CU101", "op.plugins.bad": "CU102"}
+    assert "not_installed_dep is not installed" in message(report, "op.fast")
+    assert "cv2_not_installed is not installed" in message(report, "op.plugins.bad")
+    probe = ("import op\nprint('plugins', hasattr(op, 'plugins'))\nimport op.plugins\n"
+             "for p, s in [(op, 'fast'), (op, 'after'), (op, 'slow'), (op, 'viaelse'), (op, 'tzwin'), (op, 'plain'),"
+             " (op.plugins, 'good'), (op.plugins, 'bad')]:\n"
+             "    print(s, hasattr(p, s))\n")
+    out = subprocess.run([str(py), "-I", "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+    runtime_traps = {s for s, has in zip(out[::2], out[1::2]) if has == "False"}
+    assert runtime_traps == {k.rpartition(".")[2] for k in traps}
+
+
+def test_missing_dependencies_of_a_lone_wheel_are_no_evidence(wheel_factory):
+    """Checked alone, a wheel's dependencies are simply not in view: nothing is taken to fail."""
+    report = run([wheel_factory("op", "1.0", FAILING)])
+    assert not {"op.fast", "op.slow", "op.plugins.bad", "op.tzwin"} & set(keys(report, "CU101") + keys(report, "CU102"))

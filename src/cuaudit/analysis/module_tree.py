@@ -238,6 +238,9 @@ class ModuleUniverse:
         self.os_name = os.name  # extension module -> how to get its dotted strings
         self.python_version: tuple[int, ...] = tuple(sys.version_info[:3])
         self._programs: dict[str, tuple] = {}  # module -> how to get its import_time facts
+        #: every installed distribution is in the universe (an environment): a module nobody
+        #: provides fails to import, and the model may say so
+        self.complete = False
         self.model = ImportTimeModel(self, self.program)
 
     # -- building ------------------------------------------------------------------------
@@ -486,6 +489,16 @@ class ModuleUniverse:
                 return Reach("getattr-trap", f"{where} __getattr__ falls back to {model.fallback_callee}(), which raises AttributeError for {sub!r} ({target})")
         return None
 
+    def _getattr_import_fails(self, parent: str, sub: str, prog: ImportTimeFacts | None) -> str:
+        """Why the import a ``__getattr__`` makes for ``sub`` fails, when it turns that ImportError
+        into AttributeError (imageio's plugins whose libraries are not installed); else ""."""
+        model = prog.getattr if prog is not None else None
+        if model is None or not model.import_error_raises or not model.imports_prefix:
+            return ""
+        prefix = model.imports_prefix
+        target = f"{parent}.{sub}" if prefix == "." else f"{prefix}{sub}"
+        return self.model.failure(target) if target == f"{parent}.{sub}" else ""
+
     def _table(self, module: str, name: str) -> tuple[str, ...] | None:
         prog = self.program(module)
         if prog is None or "." in name:
@@ -682,12 +695,24 @@ class ModuleUniverse:
                     if inner.is_trap:
                         return Reach("getattr-trap", f"{where}:{g.line} __getattr__ forwards to {target}, which has no {sub!r} ({inner.detail})")
                 return Reach("unknown", f"{where}:{g.line} __getattr__ forwards to {f.getattr.delegate}")
+            failed = self._getattr_import_fails(parent, sub, prog)
+            if failed:
+                return Reach("getattr-trap", f"{where}:{g.line} __getattr__ imports {full}, whose import fails ({failed}), "
+                             "and turns the ImportError into AttributeError")
             if sub in handled or g.generic:
                 return Reach("getattr", f"{where}:{g.line} __getattr__ serves {sub!r}", full)
             if g.fallback == "AttributeError" or sub in g.raising:
                 return Reach("getattr-trap", f"{where}:{g.line} __getattr__ raises AttributeError for {sub!r}")
             return Reach("unknown", f"{where}:{g.line} __getattr__ may serve {sub!r}")
-        return Reach("trap", f"{where} neither binds nor imports {sub}")
+        return Reach("trap", f"{where} neither binds nor imports {sub}{self._failed_import(full, imported)}")
+
+    def _failed_import(self, full: str, imported: frozenset[str]) -> str:
+        """``; <module:line> tries to import it, which fails: <why>`` when a module that runs does."""
+        for m in sorted(imported):
+            run = self.model.run(m) if m in self._programs else None
+            if run is not None and full in run.failed:
+                return f"; {run.failed[full]}"
+        return ""
 
 
 @dataclass(frozen=True)
@@ -741,6 +766,7 @@ def build_universe(artifacts: list, facts_for: Callable[[object, str, str], obje
         plat = environment.platform
         uni.sys_platform = "win32" if plat.startswith("win") else "darwin" if plat.startswith("macosx") else "linux" if plat.startswith("linux") else uni.sys_platform
         uni.os_name = "nt" if uni.sys_platform == "win32" else "posix"
+    uni.complete = environment is not None
     if environment is not None and environment.version:
         uni.python_version = tuple(int(p) for p in re.findall(r"\d+", environment.version)[:3])
     per: dict[int, dict[str, ModuleEntry]] = {}
