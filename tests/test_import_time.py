@@ -305,3 +305,63 @@ def test_missing_dependencies_of_a_lone_wheel_are_no_evidence(wheel_factory):
     """Checked alone, a wheel's dependencies are simply not in view: nothing is taken to fail."""
     report = run([wheel_factory("op", "1.0", FAILING)])
     assert not {"op.fast", "op.slow", "op.plugins.bad", "op.tzwin"} & set(keys(report, "CU101") + keys(report, "CU102"))
+
+
+def test_getattr_forwarding_to_a_dotted_module(tree_factory):
+    """gpytorch.utils: `if hasattr(linear_operator.utils, name): return getattr(linear_operator.utils, name)`
+    serves what that module has (its submodule `cholesky` too) and raises for the rest."""
+    import subprocess
+    import sys
+
+    root = tree_factory({
+        "gp/__init__.py": "from . import utils\n",
+        "gp/utils/__init__.py": src("""
+            import warnings as _warnings
+            import lo
+            from . import errors
+            def __getattr__(name):
+                if hasattr(lo.utils, name):
+                    _warnings.warn(f"gp.utils.{name} is deprecated", DeprecationWarning)
+                    return getattr(lo.utils, name)
+                raise AttributeError(f"module gp.utils has no attribute {name}")
+        """),
+        "gp/utils/errors.py": "", "gp/utils/cholesky.py": "", "gp/utils/other.py": "",
+        "lo/__init__.py": "from . import utils\n",
+        "lo/utils/__init__.py": "from .cholesky import psd_safe_cholesky\n",
+        "lo/utils/cholesky.py": "def psd_safe_cholesky(): pass\n",
+    })
+    report = run([root])
+    assert keys(report, "CU102") == ["gp.utils.other"]
+    assert "forwards to lo.utils" in message(report, "gp.utils.other")
+    probe = "import gp\nprint(hasattr(gp.utils, 'cholesky'), hasattr(gp.utils, 'other'))\n"
+    out = subprocess.run([sys.executable, "-I", "-W", "ignore", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "False"]
+
+
+def test_a_module_named_by_a_literal_in_a_loaded_call_is_no_claim(tree_factory):
+    """astropy: `parsing.lex(lextab="generic_lextab")` makes ply import `generic_lextab` by a name it
+    builds with `exec`; the model cannot follow that, so it abstains on that module only."""
+    import subprocess
+    import sys
+
+    root = tree_factory({
+        "ap/__init__.py": "from . import fmt\n",
+        "ap/parsing.py": "def lex(lextab):\n    exec('import %s' % ('ap.fmt.' + lextab))\n",
+        "ap/fmt/__init__.py": "from .generic import Generic\ndef __getattr__(name):\n    raise AttributeError(name)\n",
+        "ap/fmt/generic.py": src("""
+            from .. import parsing
+            class Generic:
+                @classmethod
+                def lexer(cls):
+                    return parsing.lex(lextab="generic_lextab")
+            Generic.lexer()
+        """),
+        "ap/fmt/generic_lextab.py": "TAB = 1\n", "ap/fmt/unused.py": "",
+    })
+    report = run([root])
+    assert keys(report, "CU102") == ["ap.fmt.unused"]
+    probe = "import ap\nprint(hasattr(ap.fmt, 'generic_lextab'), hasattr(ap.fmt, 'unused'))\n"
+    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "False"]

@@ -233,6 +233,7 @@ class ModuleUniverse:
         self._graphs: dict[bool, _Components] = {}
         self._direct: dict[str, tuple[frozenset[str], bool]] = {}
         self._strings: dict[str, tuple] = {}
+        self._named: dict[str, dict[str, str]] = {}  # module -> bare names its calls pass -> where
         #: the platform imports are evaluated for (the audited environment's, else this one's)
         self.sys_platform = sys.platform
         self.os_name = os.name  # extension module -> how to get its dotted strings
@@ -580,6 +581,16 @@ class ModuleUniverse:
                 return cand
         return None
 
+    def _delegate_module(self, parent: str, delegate: str) -> str | None:
+        """The module a ``__getattr__`` forwards to: a local name bound by an import, then submodules."""
+        head, *rest = delegate.split(".")
+        target = self.binding_target(parent, head)
+        for part in rest:
+            if target is None or not self.exists(f"{target}.{part}"):
+                return None
+            target = f"{target}.{part}"
+        return target
+
     def lazy_names(self, parent: str) -> tuple[set[str], GetattrSummary | None]:
         """Names a package's ``__getattr__`` serves, resolving ``attach_stub`` through its ``.pyi``."""
         entry = self.get(parent)
@@ -607,6 +618,14 @@ class ModuleUniverse:
         ``imported`` may be a function computing the closure: it is only called when the
         parent does not bind the name itself (``os.path`` needs no closure).
         """
+        r = self._reach(parent, sub, imported, depth)
+        if r.is_trap and not r.shadow:
+            named = self._named_in_a_call(parent, sub, imported() if callable(imported) else imported)
+            if named and not self.model.failure(f"{parent}.{sub}"):
+                return Reach("unknown", f"unknown: {named}, which may import {parent}.{sub} by that name")
+        return r
+
+    def _reach(self, parent: str, sub: str, imported: frozenset[str] | Callable[[], frozenset[str]], depth: int = 0) -> Reach:
         full = f"{parent}.{sub}"
         entry = self.get(parent)
         facts = entry.facts if entry is not None and entry.kind in ("package", "module") else None
@@ -681,13 +700,13 @@ class ModuleUniverse:
             if sub in names:
                 return Reach("bound", f"{where}:{imp.line} star-imports {sub} from {src}")
         handled, g = self.lazy_names(parent)
-        if g is not None and prog is not None and f.lazy is None and sub not in handled:
+        if g is not None and prog is not None and f.lazy is None and sub not in handled and not (f.getattr and f.getattr.delegate):
             got = self.getattr_verdict(parent, sub, prog.getattr)
             if got is not None:
                 return got
         if g is not None:
             if f.getattr is not None and f.getattr.delegate and sub not in handled and sub not in g.raising:
-                target = self.binding_target(parent, f.getattr.delegate)
+                target = self._delegate_module(parent, f.getattr.delegate)
                 if target and target != parent and depth < 4:
                     inner = self.reach(target, sub, lambda: imported | self.closure([target]), depth + 1)
                     if inner.works:
@@ -705,6 +724,26 @@ class ModuleUniverse:
                 return Reach("getattr-trap", f"{where}:{g.line} __getattr__ raises AttributeError for {sub!r}")
             return Reach("unknown", f"{where}:{g.line} __getattr__ may serve {sub!r}")
         return Reach("trap", f"{where} neither binds nor imports {sub}{self._failed_import(full, imported)}")
+
+    def _named_in_a_call(self, parent: str, sub: str, imported: frozenset[str]) -> str:
+        """Where a module of ``parent``'s own folder that ``import parent`` loads passes ``sub``, the
+        bare module name, to a call (astropy's ``parsing.lex(lextab="generic_lextab")``, which ply
+        imports by a name it builds): the model cannot see whether that import runs."""
+        for m in [parent] + [f"{parent}.{c}" for c in sorted(self.children.get(parent, ()))]:
+            if m not in imported:
+                continue
+            names = self._named.get(m)
+            if names is None:
+                names = self._named[m] = {}
+                prog = self.program(m)
+                for effects in [prog.effects] + [f.effects for f in prog.functions] if prog is not None else ():
+                    for e in effects:
+                        for a in e.args + tuple(v for _, v in e.kwargs) if e.kind == "call" else ():
+                            if a.isidentifier():
+                                names.setdefault(a, f"{self.get(m).display}:{e.line} passes {a!r} to {e.callee}()")
+            if sub in names:
+                return names[sub]
+        return ""
 
     def _failed_import(self, full: str, imported: frozenset[str]) -> str:
         """``; <module:line> tries to import it, which fails: <why>`` when a module that runs does."""

@@ -82,6 +82,8 @@ class Effect:
     callee: str = ""
     args: tuple[str, ...] = ()
     value: str = ""
+    #: a call's keyword arguments that are string literals (``lextab="generic_lextab"``)
+    kwargs: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -262,7 +264,9 @@ def _calls_in_one(n: ast.Call, conds: tuple[Condition, ...]) -> Iterator[Effect]
         variable = arg.id if isinstance(arg, ast.Name) else ""
         yield Effect("dynamic-import", n.lineno, conds, module=literal, name=package, bound=variable)
     elif name:
-        yield Effect("call", n.lineno, conds, callee=name, args=_literal_strings(n.args))
+        kwargs = tuple((k.arg, k.value.value) for k in n.keywords
+                       if k.arg and isinstance(k.value, ast.Constant) and isinstance(k.value.value, str))
+        yield Effect("call", n.lineno, conds, callee=name, args=_literal_strings(n.args), kwargs=kwargs)
 
 
 def _ends_in_raise_attribute_error(body: list[ast.stmt]) -> bool:
