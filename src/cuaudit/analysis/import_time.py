@@ -153,7 +153,9 @@ class ImportTimeModel:
             for e in prog.effects if prog is not None else ():
                 if why:
                     break
-                if e.kind not in ("import", "dynamic-import") or e.try_lines:
+                # only import statements: a function called import_module may catch the error
+                # itself (sympy.external.import_module returns None)
+                if e.kind != "import" or e.try_lines:
                     continue
                 if self.runs(module, e.conditions, e.line).value is not True:
                     continue
@@ -177,7 +179,7 @@ class ImportTimeModel:
             entry = self.universe.get(module)
             is_pkg = bool(entry and entry.is_package)
             for e in prog.effects:
-                if e.kind not in ("import", "dynamic-import") or not e.try_lines or e.try_lines[-1] != try_line:
+                if e.kind != "import" or not e.try_lines or e.try_lines[-1] != try_line:
                     continue
                 if self.runs(module, e.conditions, e.line, e.try_lines[:-1]).value is not True:
                     continue
@@ -328,7 +330,7 @@ class ImportTimeModel:
 
     def _add(self, out: ModuleRun, mods: list[str], t: Truth, where: str = "") -> None:
         for m in mods:
-            why = self.failure(m)
+            why = self.failure(m) if where else ""
             if why:
                 # a failed import leaves neither it nor what it would have imported next
                 out.failed.setdefault(m, f"{where} tries to import it, which fails: {why}")
@@ -365,7 +367,7 @@ class ImportTimeModel:
                 level = len(target) - len(target.lstrip("."))
                 target = absolute_module(target.lstrip("."), level, module, is_pkg) or ""
             parts = [p for p in target.split(".") if p]
-            self._add(out, [".".join(parts[: i + 1]) for i in range(len(parts))], t, f"{module}:{e.line}")
+            self._add(out, [".".join(parts[: i + 1]) for i in range(len(parts))], t)
         elif e.kind == "swap":
             out.swapped = out.swapped or f"{module}:{e.line} replaces a module in sys.modules"
         elif e.kind == "call" and depth < CALL_DEPTH:

@@ -700,7 +700,7 @@ class ModuleUniverse:
             if sub in names:
                 return Reach("bound", f"{where}:{imp.line} star-imports {sub} from {src}")
         handled, g = self.lazy_names(parent)
-        if g is not None and prog is not None and f.lazy is None and sub not in handled and not (f.getattr and f.getattr.delegate):
+        if g is not None and prog is not None and f.lazy is None and sub not in handled and not (prog.getattr and prog.getattr.delegates):
             got = self.getattr_verdict(parent, sub, prog.getattr)
             if got is not None:
                 return got
@@ -727,7 +727,7 @@ class ModuleUniverse:
 
     def _named_in_a_call(self, parent: str, sub: str, imported: frozenset[str]) -> str:
         """Where a module of ``parent``'s own folder that ``import parent`` loads passes ``sub``, the
-        bare module name, to a call (astropy's ``parsing.lex(lextab="generic_lextab")``, which ply
+        bare module name, as a keyword argument of a call (astropy's ``parsing.lex(lextab="generic_lextab")``, which ply
         imports by a name it builds): the model cannot see whether that import runs."""
         for m in [parent] + [f"{parent}.{c}" for c in sorted(self.children.get(parent, ()))]:
             if m not in imported:
@@ -738,7 +738,9 @@ class ModuleUniverse:
                 prog = self.program(m)
                 for effects in [prog.effects] + [f.effects for f in prog.functions] if prog is not None else ():
                     for e in effects:
-                        for a in e.args + tuple(v for _, v in e.kwargs) if e.kind == "call" else ():
+                        # keyword arguments only: a positional name is more often a library's
+                        # (cupy's `_preload_library('cutensor')`) than a module's
+                        for a in tuple(v for _, v in e.kwargs) if e.kind == "call" else ():
                             if a.isidentifier():
                                 names.setdefault(a, f"{self.get(m).display}:{e.line} passes {a!r} to {e.callee}()")
             if sub in names:

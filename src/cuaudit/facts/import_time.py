@@ -118,6 +118,9 @@ class GetattrModel:
     imports_prefix: str = ""
     #: that import sits in a ``try`` whose ``except ImportError`` raises AttributeError (imageio's plugins)
     import_error_raises: bool = False
+    #: objects whose attributes it serves for any name (``if hasattr(linear_operator.utils, name):
+    #: return getattr(linear_operator.utils, name)``): its tables do not bound what it serves
+    delegates: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -554,7 +557,45 @@ class _Reader:
                 if dotted(ret.func) and ret.args and isinstance(ret.args[0], ast.Name) and ret.args[0].id == param and not tables:
                     fallback, callee = "call", dotted(ret.func)
         prefix, converts = _name_import(node, param)
-        return GetattrModel(node.lineno, tuple(sorted(tables)), tuple(sorted(literals)), fallback, callee, prefix, converts)
+        return GetattrModel(node.lineno, tuple(sorted(tables)), tuple(sorted(literals)), fallback, callee, prefix, converts,
+                            _delegates(node.body, param))
+
+
+def _delegates(body: list[ast.stmt], param: str) -> tuple[str, ...]:
+    """``X`` of ``hasattr(X, name)`` tests and of ``getattr(X, name)`` calls not behind a test of the
+    name against a table (cupy's ``if name in _deprecated_apis: return getattr(_numpy, name)``)."""
+    found: list[str] = []
+
+    def by_name(call: ast.AST, func: str) -> str:
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == func and len(call.args) >= 2
+                and isinstance(call.args[1], ast.Name) and call.args[1].id == param):
+            return dotted(call.args[0])
+        return ""
+
+    def tests_name(test: ast.AST) -> bool:
+        return any(isinstance(n, ast.Compare) and any(isinstance(x, ast.Name) and x.id == param for x in [n.left, *n.comparators])
+                   for n in ast.walk(test))
+
+    def visit(stmts: list[ast.stmt]) -> None:
+        for st in stmts:
+            if isinstance(st, ast.If):
+                found.extend(x for x in (by_name(n, "hasattr") for n in ast.walk(st.test)) if x)
+                if not tests_name(st.test):
+                    visit(st.body)
+                visit(st.orelse)
+                continue
+            if isinstance(st, (ast.Try, ast.With, ast.For, ast.While)):
+                visit(getattr(st, "body", []) + getattr(st, "orelse", []) + getattr(st, "finalbody", []))
+                for h in getattr(st, "handlers", []):
+                    visit(h.body)
+                continue
+            found.extend(x for x in (by_name(n, "getattr") for n in ast.walk(st)) if x)
+
+    visit(body)
+    # pydantic's `module = import_module(...); getattr(module, name)`: a local holding what the
+    # tables chose is no delegate
+    local = {n.id for st in body for n in ast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return tuple(dict.fromkeys(x for x in found if x.split(".")[0] not in local))
 
 
 def _name_import(func: ast.FunctionDef | ast.AsyncFunctionDef, param: str) -> tuple[str, bool]:
