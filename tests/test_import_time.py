@@ -256,8 +256,18 @@ FAILING = {
             from .tzwin import TzWin
         except ImportError:
             TzWin = None
-        from . import plain
+        from . import plain, fsys
     """),
+    # fontTools.misc.filesystem: the `else` of a `try: __import__(...)` that fails does not run
+    "op/fsys.py": src("""
+        try:
+            __import__("fs_not_installed")
+        except ImportError:
+            from . import _base as base
+        else:
+            import fs_not_installed.base as base
+    """),
+    "op/_base.py": "",
     "op/fast.py": "import not_installed_dep\nF = 1\n",
     "op/after.py": "", "op/viaelse.py": "", "op/plain.py": "",
     "op/slow.py": "import os\nfrom another_missing import thing\n",
@@ -293,7 +303,7 @@ def test_imports_that_fail_in_a_known_environment(tmp_path, wheel_factory):
     assert "not_installed_dep is not installed" in message(report, "op.fast")
     assert "cv2_not_installed is not installed" in message(report, "op.plugins.bad")
     probe = ("import op\nprint('plugins', hasattr(op, 'plugins'))\nimport op.plugins\n"
-             "for p, s in [(op, 'fast'), (op, 'after'), (op, 'slow'), (op, 'viaelse'), (op, 'tzwin'), (op, 'plain'),"
+             "for p, s in [(op, 'fast'), (op, 'after'), (op, 'slow'), (op, 'viaelse'), (op, 'tzwin'), (op, 'plain'), (op, 'fsys'),"
              " (op.plugins, 'good'), (op.plugins, 'bad')]:\n"
              "    print(s, hasattr(p, s))\n")
     out = subprocess.run([str(py), "-I", "-c", probe], capture_output=True, text=True, check=True).stdout.split()

@@ -153,9 +153,7 @@ class ImportTimeModel:
             for e in prog.effects if prog is not None else ():
                 if why:
                     break
-                # only import statements: a function called import_module may catch the error
-                # itself (sympy.external.import_module returns None)
-                if e.kind != "import" or e.try_lines:
+                if not self._raising_import(e, module) or e.try_lines:
                     continue
                 if self.runs(module, e.conditions, e.line).value is not True:
                     continue
@@ -179,7 +177,7 @@ class ImportTimeModel:
             entry = self.universe.get(module)
             is_pkg = bool(entry and entry.is_package)
             for e in prog.effects:
-                if e.kind != "import" or not e.try_lines or e.try_lines[-1] != try_line:
+                if not self._raising_import(e, module) or not e.try_lines or e.try_lines[-1] != try_line:
                     continue
                 if self.runs(module, e.conditions, e.line, e.try_lines[:-1]).value is not True:
                     continue
@@ -192,6 +190,18 @@ class ImportTimeModel:
                     break
         self._runs[key] = found
         return found
+
+    def _raising_import(self, e: Effect, module: str) -> bool:
+        """An import statement, or a call of the interpreter's own ``__import__``/``importlib.import_module``
+        with a literal name: what raises ImportError when the module is missing (a function of the
+        package called import_module may catch it: sympy.external.import_module returns None)."""
+        if e.kind == "import":
+            return True
+        if e.kind != "dynamic-import" or not e.module:
+            return False
+        if e.callee in ("__import__", "importlib.import_module"):
+            return True
+        return e.callee == "import_module" and self._imported_object(module, "import_module") == ("importlib", "import_module")
 
     def _import_targets(self, e: Effect, module: str, is_pkg: bool) -> list[str]:
         """The modules an import effect imports, outermost first."""

@@ -265,7 +265,7 @@ def _calls_in_one(n: ast.Call, conds: tuple[Condition, ...]) -> Iterator[Effect]
                 package = kw.value.id
         # `__import__(place)` with `place` a parameter: the caller's literal (numpy's add_newdoc)
         variable = arg.id if isinstance(arg, ast.Name) else ""
-        yield Effect("dynamic-import", n.lineno, conds, module=literal, name=package, bound=variable)
+        yield Effect("dynamic-import", n.lineno, conds, module=literal, name=package, bound=variable, callee=name)
     elif name:
         kwargs = tuple((k.arg, k.value.value) for k in n.keywords
                        if k.arg and isinstance(k.value, ast.Constant) and isinstance(k.value.value, str))
