@@ -375,3 +375,25 @@ def test_a_module_named_by_a_literal_in_a_loaded_call_is_no_claim(tree_factory):
     out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
                          capture_output=True, text=True, check=True).stdout.split()
     assert out == ["True", "False"]
+
+
+def test_a_star_import_rebinds_a_name_to_another_module(tree_factory):
+    """nltk: `from nltk.translate import *` (no __all__) binds `metrics` to the submodule
+    nltk.translate.metrics that its imports set, so `nltk.metrics.scores` is looked up there."""
+    import subprocess
+    import sys
+
+    root = tree_factory({
+        "nl/__init__.py": "from nl.metrics import *\nfrom nl.translate import *\n",
+        "nl/metrics/__init__.py": "from nl.metrics.scores import accuracy\n",
+        "nl/metrics/scores.py": "def accuracy(): pass\n",
+        "nl/translate/__init__.py": "from nl.translate.metrics import rate\n",
+        "nl/translate/metrics.py": "def rate(): pass\n",
+    })
+    report = run([root])
+    assert "nl.metrics.scores" in keys(report, "CU101")
+    assert "re-binds metrics to the module nl.translate.metrics" in message(report, "nl.metrics.scores")
+    probe = "import nl\nprint(nl.metrics.__name__, hasattr(nl.metrics, 'scores'))\n"
+    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["nl.translate.metrics", "False"]

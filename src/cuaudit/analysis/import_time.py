@@ -491,7 +491,7 @@ class ImportTimeModel:
         is_pkg = bool(entry and entry.is_package)
         result: tuple[str, Effect | None, Truth] = ("none", None, Truth(True))
         for e in prog.effects:
-            if e.bound != name or e.kind not in ("import", "bind", "del"):
+            if (e.bound != name and not (e.kind == "import" and e.name == "*")) or e.kind not in ("import", "bind", "del"):
                 continue
             t = self.runs(module, e.conditions, e.line, e.try_lines)
             if t.value is False:
@@ -515,7 +515,9 @@ class ImportTimeModel:
                     inner = self.final_binding(base, e.name, _depth + 1) if _depth < 6 and base != module else ("none", None, Truth(True))
                     what = "object" if inner[0] == "object" and inner[2].value is True else f"module:{base}.{e.name}"
                 elif e.name == "*":
-                    continue
+                    what = self._star_binding(base, name, _depth)
+                    if what == "none":
+                        continue
                 else:
                     what = "object"
             if t.value is None:
@@ -525,6 +527,30 @@ class ImportTimeModel:
             else:
                 result = (what, e, t)
         return result
+
+
+    def _star_binding(self, src: str, name: str, depth: int) -> str:
+        """What ``from src import *`` binds ``name`` to: ``module:<dotted>``, ``object`` or ``none``.
+
+        Without ``__all__`` the star takes every public name of the module's namespace, the
+        submodules its imports set as attributes included (nltk.translate's ``metrics``)."""
+        u = self.universe
+        entry = u.get(src) if src else None
+        facts = entry.facts if entry is not None and entry.kind == "package" else None
+        if facts is None or name.startswith("_") or depth >= 6:
+            return "none"
+        key = ("exported", src)
+        if key not in self._runs:
+            self._runs[key] = u.exported(src)
+        names = self._runs[key]
+        if names is None:
+            return "none"
+        if name in names:
+            inner = self.final_binding(src, name, depth + 1)[0]
+            return inner if inner != "none" else "none"
+        if facts.all_names is None and f"{src}.{name}" in u.closure([src]):
+            return f"module:{src}.{name}"
+        return "none"
 
 
 def _compare(op: ast.cmpop, a: object, b: object) -> object:

@@ -440,16 +440,21 @@ class ModuleUniverse:
                     maybe.setdefault(more, why)
         return maybe, tuple(sorted(opaques))
 
-    def shadowed(self, parent: str) -> Reach | None:
+    def shadowed(self, parent: str, sub: str | None = None, depth: int = 0) -> Reach | None:
         """``a.b`` re-bound by ``a`` to an object after ``a`` imported ``a.b`` (sympy's ``series``):
-        user code that walks ``a.b`` gets the object, not the module."""
+        user code that walks ``a.b`` gets the object, not the module.  Re-bound to another module
+        (nltk's ``from nltk.translate import *`` binds ``metrics`` to ``nltk.translate.metrics``),
+        ``a.b.<sub>`` is looked up in that module (only with ``sub``, for the last name of ``parent``)."""
         parts = parent.split(".")
         for i in range(1, len(parts)):
             owner, name = ".".join(parts[:i]), parts[i]
             if self.program(owner) is None:
                 continue
             what, effect, truth = self.model.final_binding(owner, name)
-            if what != "object" or effect is None:
+            other = what[len("module:"):] if what.startswith("module:") else ""
+            if effect is None or not (what == "object" or (other and other != f"{owner}.{name}" and not other.startswith(f"{owner}.{name}."))):
+                continue
+            if other and (sub is None or i != len(parts) - 1 or depth > 3 or not self.exists(other)):
                 continue
             child = f"{owner}.{name}"
             entry = self.get(owner)
@@ -464,7 +469,13 @@ class ModuleUniverse:
                 continue
             where = f"{entry.display}:{effect.line}" if entry else owner
             if truth.value is None:
-                return Reach("unknown", f"{where} may re-bind {name} to an object (either way: {truth.reason})")
+                return Reach("unknown", f"{where} may re-bind {name} to {other or 'an object'} (either way: {truth.reason})")
+            if other:
+                inner = self.reach(other, sub, lambda: self.closure([parts[0], other]), depth + 1)
+                if inner.is_trap:
+                    return Reach("trap", f"{where} re-binds {name} to the module {other} after importing {child}: "
+                                 f"`{child}` is {other}, which has no {sub!r} ({inner.detail})", shadow=True)
+                return inner if inner.status == "unknown" else Reach(inner.status, inner.detail, inner.target)
             return Reach("trap", f"{where} re-binds {name} to an object after importing {child}: `{child}` is that object, not the module", shadow=True)
         return None
 
@@ -618,7 +629,7 @@ class ModuleUniverse:
         ``imported`` may be a function computing the closure: it is only called when the
         parent does not bind the name itself (``os.path`` needs no closure).
         """
-        r = self._reach(parent, sub, imported, depth)
+        r = self.shadowed(parent, sub, depth) or self._reach(parent, sub, imported, depth)
         if r.is_trap and not r.shadow:
             named = self._named_in_a_call(parent, sub, imported() if callable(imported) else imported)
             if named and not self.model.failure(f"{parent}.{sub}"):
@@ -629,9 +640,6 @@ class ModuleUniverse:
         full = f"{parent}.{sub}"
         entry = self.get(parent)
         facts = entry.facts if entry is not None and entry.kind in ("package", "module") else None
-        shadow = self.shadowed(parent)
-        if shadow is not None:
-            return shadow
         deleted = [line for name, line in (facts.deleted if facts else ()) if name == sub]
         prog = self.program(parent) if facts is not None and facts.syntax_error is None else None
         either = ""

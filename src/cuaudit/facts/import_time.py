@@ -162,7 +162,7 @@ class ImportTimeExtractor(Extractor):
     """The import-time program of a Python module (order, conditions, calls, swaps)."""
 
     name = "import_time"
-    version = 6
+    version = 7  # 7: try blocks, failed-import guards, __getattr__ delegates, call keywords
 
     def applies(self, member: Member) -> bool:
         return member.kind in (MemberKind.PYTHON, MemberKind.BUILD) and member.path.endswith(".py")
