@@ -389,8 +389,15 @@ def test_a_star_import_rebinds_a_name_to_another_module(tree_factory):
         "nl/metrics/scores.py": "def accuracy(): pass\n",
         "nl/translate/__init__.py": "from nl.translate.metrics import rate\n",
         "nl/translate/metrics.py": "def rate(): pass\n",
+        # numba.core.types: a computed __all__ is what the star takes, not the namespace
+        "nu/__init__.py": "from nu import misc\nfrom nu.types import *\n",
+        "nu/misc/__init__.py": "", "nu/misc/special.py": "",
+        "nu/types/__init__.py": "from .misc import *\n__all__ = 'Dummy'.split()\n",
+        "nu/types/misc.py": "Dummy = 1\n",
     })
     report = run([root])
+    assert "nu.misc.special" in keys(report, "CU101")
+    assert "neither binds nor imports special" in message(report, "nu.misc.special")
     assert "nl.metrics.scores" in keys(report, "CU101")
     assert "re-binds metrics to the module nl.translate.metrics" in message(report, "nl.metrics.scores")
     probe = "import nl\nprint(nl.metrics.__name__, hasattr(nl.metrics, 'scores'))\n"

@@ -548,7 +548,10 @@ class ImportTimeModel:
         if name in names:
             inner = self.final_binding(src, name, depth + 1)[0]
             return inner if inner != "none" else "none"
-        if facts.all_names is None and f"{src}.{name}" in u.closure([src]):
+        src_prog = self.program_for(src)
+        # numba.core.types computes its __all__: the star takes that list, not the namespace
+        computed_all = src_prog is None or any(e.bound == "__all__" for e in src_prog.effects)
+        if facts.all_names is None and not computed_all and f"{src}.{name}" in u.closure([src]):
             return f"module:{src}.{name}"
         return "none"
 
