@@ -487,10 +487,14 @@ def _loaded_as(ld_debug: str, soname: str) -> str:
     return soname
 
 
-def run_env(python: str, *, limit: int, timeout: float) -> Score:
-    """CU101/CU102 on every distribution of another environment (the GPU machine's)."""
-    static = static_verdicts(python)
-    runtime = runtime_verdicts(python, env_sys_path(python), static, timeout=timeout)
+def run_env(python: str, *, limit: int, timeout: float, dists: list[str] | None = None,
+            cache: Path | None = None) -> Score:
+    """CU101/CU102 on the distributions of another environment (the GPU machine's): all of
+    them, or only ``dists``; the runtime answers are kept in ``cache`` as they come."""
+    static = static_verdicts(python, dists=dists)
+    parents = len({p for p, _ in static})
+    print(f"static verdicts: {len(static)} pairs under {parents} parents; probing", file=sys.stderr, flush=True)
+    runtime = runtime_verdicts(python, env_sys_path(python), static, timeout=timeout, cache=cache)
     s = score(join(static, runtime))
     print(HEADER)
     print("\n".join(render(f"environment {python}", s, dists=len({p.dist for p in static.values()}))))
@@ -541,6 +545,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per probed parent")
     p.add_argument("--write-results", action="store_true")
     p.add_argument("--note", default="")
+    p.add_argument("--dist", action="append", help="env: only this distribution (repeatable)")
+    p.add_argument("--probe-cache", type=Path, help="env: keep the runtime answers in this JSON file")
     args = p.parse_args(argv)
     if args.quick:
         s = quick(args.limit)
@@ -548,7 +554,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "setup":
         return setup(args.set or list(SETS))
     if args.command == "env":
-        run_env(args.python or sys.executable, limit=args.limit, timeout=args.timeout)
+        run_env(args.python or sys.executable, limit=args.limit, timeout=args.timeout, dists=args.dist,
+                cache=args.probe_cache)
         return 0
     if args.command == "claims":
         report = json.loads(Path(args.report).read_text())
