@@ -384,7 +384,8 @@ def test_a_star_import_rebinds_a_name_to_another_module(tree_factory):
     import sys
 
     root = tree_factory({
-        "nl/__init__.py": "from nl.metrics import *\nfrom nl.translate import *\n",
+        # the package's own `from nl import metrics` afterwards keeps the attribute it has
+        "nl/__init__.py": "from nl.metrics import *\nfrom nl.translate import *\nfrom nl import metrics\n",
         "nl/metrics/__init__.py": "from nl.metrics.scores import accuracy\n",
         "nl/metrics/scores.py": "def accuracy(): pass\n",
         "nl/translate/__init__.py": "from nl.translate.metrics import rate\n",
@@ -400,6 +401,7 @@ def test_a_star_import_rebinds_a_name_to_another_module(tree_factory):
     assert "neither binds nor imports special" in message(report, "nu.misc.special")
     assert "nl.metrics.scores" in keys(report, "CU101")
     assert "re-binds metrics to the module nl.translate.metrics" in message(report, "nl.metrics.scores")
+    assert "nl/__init__.py:3 " in message(report, "nl.metrics.scores")
     probe = "import nl\nprint(nl.metrics.__name__, hasattr(nl.metrics, 'scores'))\n"
     out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
                          capture_output=True, text=True, check=True).stdout.split()

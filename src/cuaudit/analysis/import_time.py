@@ -508,6 +508,11 @@ class ImportTimeModel:
                     what = f"module:{base.split('.')[0]}"
                 elif e.name == "as" and e.level == 0:
                     what = f"module:{base}"
+                elif base == module and e.name and result[0] != "none" and result[2].value is True:
+                    # nltk's `from nltk import metrics` after a star import bound `metrics` to
+                    # nltk.translate.metrics: `from pkg import name` takes the attribute the package
+                    # already has and imports the submodule only when there is none
+                    what = result[0]
                 elif base and self.universe.exists(f"{base}.{e.name}"):
                     # `from .series import series`: the attribute `series` of the module
                     # sympy.series, which re-binds it to a function after importing the

@@ -405,12 +405,15 @@ class FusedKernelPythonScalarArgument(_SourceRule):
             verdict = versions_for(ctx, art).fuse_verdict()
             sev = verdict.severity(admitted=Severity.WARNING, unknown=Severity.INFO)
             for c in facts.fused_calls:
-                wide = "float64" if "." in c.value or "e" in c.value or "inf" in c.value or "nan" in c.value else "int64"
+                is_int = c.value.lstrip("-").isdigit()
+                wide = "int64" if is_int else "float64"
+                widens = "int64, or float64 with float32 arrays" if is_int else "float64"
                 yield self.finding(
                     _location(art, member.path, c.span, symbol=c.kernel),
                     f"Python scalar `{c.text}` is passed to cupy.fuse kernel `{c.kernel}` (argument {c.position + 1}): "
-                    f"CuPy 13.3.0's fusion computes it as {wide} (measured on an H100), so the result is {wide} where "
-                    f"NumPy 2 and CuPy 14 keep the array's dtype; {verdict.evidence}",
+                    f"CuPy 13.3.0's fusion types it as {wide}, not as a weak Python scalar (measured on an H100), so "
+                    f"results computed with it widen ({widens}) where NumPy 2 and CuPy 14 keep the array's dtype; "
+                    f"{verdict.evidence}",
                     fix=Fix(user="Pass a NumPy scalar of the intended dtype, or use cupy>=14.",
                             maintainer=f"Pass `numpy.float32({c.text})` (or the array's dtype) instead of a Python scalar."),
                     evidence={"scalar": c.text, "value": c.value, "kernel": c.kernel, "position": c.position,
