@@ -512,7 +512,7 @@ class ImportTimeModel:
                     # nltk's `from nltk import metrics` after a star import bound `metrics` to
                     # nltk.translate.metrics: `from pkg import name` takes the attribute the package
                     # already has and imports the submodule only when there is none
-                    what = result[0]
+                    continue
                 elif base and self.universe.exists(f"{base}.{e.name}"):
                     # `from .series import series`: the attribute `series` of the module
                     # sympy.series, which re-binds it to a function after importing the

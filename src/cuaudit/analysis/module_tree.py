@@ -463,10 +463,19 @@ class ModuleUniverse:
                 base = absolute_module(e.module, e.level, owner, is_pkg) or ""
                 return base == child or base.startswith(child + ".") or (bool(e.name) and f"{base}.{e.name}" == child)
 
-            from_child = effect.kind == "import" and names_child(effect)
-            earlier = any(e.kind == "import" and e.line < effect.line and names_child(e) for e in self.program(owner).effects)
-            if not (from_child or earlier):
-                continue
+            if other:
+                # the first load of a submodule sets its parent's attribute: the re-binding sticks
+                # only when `child` was loaded before it (nltk.metrics, yes; networkx's
+                # algorithms.connectivity, first loaded after the star import, no)
+                before = [m for e in self.program(owner).effects if e.kind == "import" and e.line < effect.line
+                          for m in self.model._import_targets(e, owner, is_pkg)]
+                if child not in self.closure(before):
+                    continue
+            else:
+                from_child = effect.kind == "import" and names_child(effect)
+                earlier = any(e.kind == "import" and e.line < effect.line and names_child(e) for e in self.program(owner).effects)
+                if not (from_child or earlier):
+                    continue
             where = f"{entry.display}:{effect.line}" if entry else owner
             if truth.value is None:
                 return Reach("unknown", f"{where} may re-bind {name} to {other or 'an object'} (either way: {truth.reason})")
