@@ -396,14 +396,17 @@ def test_a_star_import_rebinds_a_name_to_another_module(tree_factory):
         "nx/assort/__init__.py": "from nx.assort.conn import *\n", "nx/assort/conn.py": "",
         "nx/late.py": "import nx.conn\n", "nx/conn/__init__.py": "from . import cuts\n", "nx/conn/cuts.py": "",
         # numba.core.types: a computed __all__ is what the star takes, not the namespace
-        "nu/__init__.py": "from nu import misc\nfrom nu.types import *\n",
+        "nu/__init__.py": "from nu import misc, np\nfrom nu.types import *\n",
         "nu/misc/__init__.py": "", "nu/misc/special.py": "",
-        "nu/types/__init__.py": "from .misc import *\n__all__ = 'Dummy'.split()\n",
+        "nu/types/__init__.py": "import nu.other as np\nfrom .misc import *\nnames = 'Dummy'\n__all__ = names.split()\n",
+        "nu/other.py": "",
+        "nu/np/__init__.py": "", "nu/np/support.py": "",
         "nu/types/misc.py": "Dummy = 1\n",
     })
     report = run([root])
     assert "nu.misc.special" in keys(report, "CU101")
     assert "neither binds nor imports special" in message(report, "nu.misc.special")
+    assert "re-binds" not in message(report, "nu.np.support")  # the computed __all__ does not take np
     assert "nl.metrics.scores" in keys(report, "CU101")
     assert "re-binds metrics to the module nl.translate.metrics" in message(report, "nl.metrics.scores")
     assert "nl/__init__.py:2 " in message(report, "nl.metrics.scores")

@@ -544,6 +544,10 @@ class ImportTimeModel:
         facts = entry.facts if entry is not None and entry.kind == "package" else None
         if facts is None or name.startswith("_") or depth >= 6:
             return "none"
+        src_prog = self.program_for(src)
+        # numba.core.types computes its __all__: the star takes that list, which is not known
+        if src_prog is None or (facts.all_names is None and any(e.bound == "__all__" for e in src_prog.effects)):
+            return "none"
         key = ("exported", src)
         if key not in self._runs:
             self._runs[key] = u.exported(src)
@@ -553,10 +557,7 @@ class ImportTimeModel:
         if name in names:
             inner = self.final_binding(src, name, depth + 1)[0]
             return inner if inner != "none" else "none"
-        src_prog = self.program_for(src)
-        # numba.core.types computes its __all__: the star takes that list, not the namespace
-        computed_all = src_prog is None or any(e.bound == "__all__" for e in src_prog.effects)
-        if facts.all_names is None and not computed_all and f"{src}.{name}" in u.closure([src]):
+        if facts.all_names is None and f"{src}.{name}" in u.closure([src]):
             return f"module:{src}.{name}"
         return "none"
 
