@@ -15,9 +15,9 @@ import tarfile
 import tempfile
 import zipfile
 
-# the hand-written fat binary and ELF of the device-code tests (tests/ holds conftest.py too)
+# the hand-written fat binary and ELF of the device-code tests (tests/devicecode_bytes.py: no pytest needed)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
-from test_devicecode import container, elf_with, entry  # noqa: E402
+from devicecode_bytes import container, elf_with, entry  # noqa: E402
 
 C_SOURCE = r"""
 #include <math.h>

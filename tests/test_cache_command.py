@@ -58,14 +58,11 @@ def test_reading_a_fact_marks_it_used(tmp_path):
 
 
 def test_failed_fetch_leaves_no_folder(tmp_path, monkeypatch):
-    import subprocess
-
     from cuaudit.inputs import index
+    from cuaudit.inputs.process import Completed
 
-    class Failed:
-        returncode, stdout, stderr = 1, "", "ERROR: No matching distribution found for nosuch==1.0"
-
-    monkeypatch.setattr(subprocess, "run", lambda *a, **k: Failed())
+    failed = Completed(1, b"", b"ERROR: No matching distribution found for nosuch==1.0")
+    monkeypatch.setattr(index, "run_bounded", lambda *a, **k: failed)
     art = index.fetch_requirement("nosuch==1.0", cache_dir=str(tmp_path))
     assert art.problems and art.problems[0].code == "CU010"
     assert os.listdir(tmp_path / "downloads") == []

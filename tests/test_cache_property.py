@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from conftest import corpus_file, make_tree, make_wheel
-from test_devicecode import container, elf_with, entry
+from devicecode_bytes import container, elf_with, entry
 from test_inputs import central_header, end_record, local_header, raw_zip
 
 from cuaudit import facts as facts_registry

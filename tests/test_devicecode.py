@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import struct
 import subprocess
 import sys
 import textwrap
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import corpus_file
+from devicecode_bytes import container, elf_with, entry
 
 from cuaudit import audit
 from cuaudit.config import Config
@@ -28,43 +28,6 @@ needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc (CUDA toolkit) is not
 
 KERNEL = 'extern "C" __global__ void add(float* a, float b) { a[threadIdx.x] += b; }\n' \
          'extern "C" int launch(float* a) { add<<<1, 32>>>(a, 1.0f); return 0; }\n'
-
-
-# -- a fat binary written by hand ---------------------------------------------------------------
-
-
-def entry(kind: int, sm: int, flags: int = 0x11, payload: bytes = b"\0" * 24, stored: int = 0, unc: int = 0) -> bytes:
-    head = struct.pack("<HHIQIIHHIIIQQQ", kind, 0x101, 64, len(payload), stored, 0, 8, 1, sm, 0, 0, flags, 0, unc)
-    return head + payload
-
-
-def container(*entries: bytes) -> bytes:
-    body = b"".join(entries)
-    return struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(body)) + body
-
-
-def elf_with(sections: dict[str, bytes]) -> bytes:
-    """A minimal 64-bit ELF holding the named PROGBITS sections (and its name table)."""
-    names = b"\0" + b"".join(n.encode() + b"\0" for n in list(sections) + [".shstrtab"])
-    data = bytearray(b"\0" * 64)
-    offsets = {}
-    for name, blob in sections.items():
-        data += b"\0" * (-len(data) % 8)
-        offsets[name] = len(data)
-        data += blob
-    str_off = len(data)
-    data += names
-    data += b"\0" * (-len(data) % 8)
-    shoff = len(data)
-    shdrs = [struct.pack("<IIQQQQIIQQ", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)]
-    for name, blob in sections.items():
-        shdrs.append(struct.pack("<IIQQQQIIQQ", names.index(name.encode() + b"\0"), 1, 2, 0, offsets[name], len(blob), 0, 0, 8, 0))
-    shdrs.append(struct.pack("<IIQQQQIIQQ", names.index(b".shstrtab\0"), 3, 0, 0, str_off, len(names), 0, 0, 1, 0))
-    data += b"".join(shdrs)
-    ident = b"\x7fELF" + bytes([2, 1, 1]) + b"\0" * 9
-    header = ident + struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, shoff, 0, 64, 56, 0, 64, len(shdrs), len(shdrs) - 1)
-    data[:64] = header
-    return bytes(data)
 
 
 def test_entries_kinds_variants_and_compression():

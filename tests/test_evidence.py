@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import time
 
 import pytest
 from conftest import make_tree, make_wheel
@@ -83,24 +80,3 @@ def test_probes_are_off_unless_asked_and_recorded_when_run(tmp_path):
     result = on.probe("gpu")
     assert isinstance(result, list)
     assert [r.what for r in records] == ["local GPU compute capability (CU6xx targets)"]
-
-
-def test_a_probe_command_that_hangs_is_killed_with_its_children(tmp_path):
-    from cuaudit.probe.command import run_command
-
-    marker = tmp_path / "child.pid"
-    script = (f"import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
-              f"open({str(marker)!r}, 'w').write(str(p.pid)); time.sleep(60)")
-    started = time.perf_counter()
-    with pytest.raises(subprocess.TimeoutExpired):
-        run_command([sys.executable, "-c", script], timeout=3)
-    assert time.perf_counter() - started < 30
-    child = int(marker.read_text())
-    for _ in range(50):  # the grandchild went with its group
-        try:
-            os.kill(child, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
-    else:
-        pytest.fail("the probe's child process survived the timeout")

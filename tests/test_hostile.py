@@ -11,6 +11,7 @@ import json
 import os
 import stat
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -356,6 +357,54 @@ def test_tar_members_held_in_memory_are_bounded(tmp_path, monkeypatch):
     art = sdist.SdistArtifact(str(path))
     assert [m.path for m in art.members] == ["m0.py", "m1.py"]
     assert sorted(s.location.member for s in art.skipped) == ["m2.py", "m3.py", "m4.py"]
+
+
+@pytest.mark.parametrize("codec", ["gz", "bz2", "xz"])
+def test_a_tar_bomb_in_every_codec_stops_at_the_ratio(tmp_path, monkeypatch, codec):
+    # Members that really hold their declared bytes (zeros): each compressor makes them tiny,
+    # so the stream's inflation ratio, not a lying header, is what must stop the listing.
+    import time
+    import tracemalloc
+
+    from cuaudit.inputs import sdist
+
+    monkeypatch.setattr(sdist, "MIN_RATIO_SIZE", 1 << 20)
+    monkeypatch.setattr(sdist, "MAX_RATIO", 100)
+    path = tmp_path / f"demo-1.0.tar.{codec}"
+    with tarfile.open(path, f"w:{codec}") as tf:
+        ok = tarfile.TarInfo("demo-1.0/ok.py")
+        ok.size = 10
+        tf.addfile(ok, io.BytesIO(b"import os\n"))
+        for i in range(8):
+            info = tarfile.TarInfo(f"demo-1.0/zeros{i}.bin")
+            info.size = 4 << 20
+            tf.addfile(info, io.BytesIO(bytes(info.size)))
+    assert path.stat().st_size < 64 * 1024
+    tracemalloc.start()
+    started = time.process_time()
+    art = sdist.SdistArtifact(str(path))
+    paths = [m.path for m in art.members]
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert paths[0] == "ok.py" and len(paths) < 9 and time.process_time() - started < 10
+    [problem] = art.problems
+    assert problem.code == "CU004" and "members declare" in problem.message
+    assert peak < 16 << 20, peak  # at most one 4 MB member past the ratio, never all 32 MB
+
+
+def test_a_tar_with_more_members_than_the_budget_stops_listing(tmp_path, monkeypatch):
+    from cuaudit.inputs import sdist
+
+    monkeypatch.setattr(sdist, "MAX_ENTRIES", 50)
+    path = tmp_path / "demo-1.0.tar"
+    with tarfile.open(path, "w") as tf:
+        for i in range(80):
+            info = tarfile.TarInfo(f"demo-1.0/m{i}.py")
+            info.size = 1
+            tf.addfile(info, io.BytesIO(b"#"))
+    art = sdist.SdistArtifact(str(path))
+    assert len(art.members) == 50 and [p.code for p in art.problems] == ["CU004"]
+    assert art.problems[0].evidence["declared_entries"] == 50
 
 
 def test_a_zip_whose_end_record_lies_about_its_entry_count_is_not_listed(tmp_path, monkeypatch):

@@ -164,3 +164,54 @@ def test_rules_open_no_file_store_or_process():
     grep = subprocess.run(["grep", "-rnE", "--include=*.py", RULES_MAY_NOT.pattern, str(SRC / "rules")],
                           capture_output=True, text=True)
     assert grep.returncode == 1 and grep.stdout == ""
+
+
+#: Where a process may be started: the one bounded runner (process group, deadline, output cap),
+#: and the engine's worker pool (forks of cuaudit itself, running cuaudit's code on members).
+PROCESS_STARTERS = {"inputs/process.py": "the bounded runner", "engine.py": "multiprocessing worker pool"}
+_PROCESS_MODULES = {"subprocess", "multiprocessing", "pty", "concurrent.futures.process"}
+_OS_CALLS = re.compile(r"^(system|popen|fork|forkpty|exec\w*|spawn\w*|posix_spawnp?)$")
+
+
+def _process_starts(path: Path, root: Path = SRC) -> list[str]:
+    """Imports of process-starting modules, ``os.system``/``exec*``/``spawn*``/``fork`` and
+    ``asyncio.create_subprocess_*`` in one file (names in strings, as ``facts/build.py`` matches, do not count)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    hits = []
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""] + [f"{node.module}.{a.name}" for a in node.names]
+            if node.module == "os":
+                names += [f"os.{a.name}" for a in node.names if _OS_CALLS.match(a.name)]
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if (node.value.id == "os" and _OS_CALLS.match(node.attr)) or node.attr.startswith("create_subprocess"):
+                names = [f"{node.value.id}.{node.attr}"]
+        for n in names:
+            if n in _PROCESS_MODULES or n.startswith("os.") or "create_subprocess" in n or n == "concurrent.futures.ProcessPoolExecutor":
+                hits.append(f"{path.relative_to(root)}:{node.lineno}: {n}")
+    return hits
+
+
+def test_only_the_bounded_runner_starts_processes():
+    """Every program cuaudit starts goes through ``inputs/process.run_bounded`` (issue 13): a raw
+    ``subprocess`` call elsewhere would have no process group, deadline or output cap."""
+    hits = [h for p in sorted(SRC.rglob("*.py")) if str(p.relative_to(SRC)) not in PROCESS_STARTERS
+            for h in _process_starts(p)]
+    assert hits == []
+    # the checker sees what it must: the runner's own subprocess, the engine's pool
+    assert any(h.endswith(": subprocess") for h in _process_starts(SRC / "inputs" / "process.py"))
+    assert any("multiprocessing" in h for h in _process_starts(SRC / "engine.py"))
+
+
+def test_the_process_checker_finds_each_way_to_start_one(tmp_path):
+    probe = tmp_path / "starts.py"
+    code = ("import subprocess\nimport multiprocessing as mp\nfrom os import execv\nimport os\nimport asyncio\n"
+            "os.system('x')\nos.posix_spawn('x', [], {})\nasyncio.create_subprocess_exec('x')\n"
+            "from concurrent.futures import ProcessPoolExecutor\nbuild = 'subprocess.run'\n")
+    probe.write_text(code)
+    found = {h.split(": ", 1)[1] for h in _process_starts(probe, tmp_path)}
+    assert found == {"subprocess", "multiprocessing", "os.execv", "os.system", "os.posix_spawn",
+                     "asyncio.create_subprocess_exec", "concurrent.futures.ProcessPoolExecutor"}

@@ -14,7 +14,8 @@ import sys
 from conftest import make_tree
 from test_cli import _run_on_pty
 
-from cuaudit.progress import RichProgress, run_watched
+from cuaudit.inputs.process import run_watched
+from cuaudit.progress import RichProgress
 
 
 class Recorder:
@@ -63,8 +64,8 @@ def test_download_is_measured_while_it_runs(tmp_path):
               "print('done')\n")
     rec = Recorder()
     done = run_watched([sys.executable, "-c", writer], cwd=str(tmp_path), progress=rec, label="Downloading x==1",
-                       timeout=60, text=True, stdin=None)
-    assert done.returncode == 0 and done.stdout == "done\n"
+                       timeout=60)
+    assert done.returncode == 0 and done.out == "done\n"
     assert rec.events[0] == ("start", None, "Downloading x==1") and rec.events[-1] == ("stop",)
     steps = [e[1] for e in rec.events if e[0] == "advance"]
     assert len(steps) >= 3  # seen growing, not only at the end
@@ -72,14 +73,14 @@ def test_download_is_measured_while_it_runs(tmp_path):
 
 
 def test_download_timeout_kills_the_command(tmp_path):
-    import subprocess
-
     import pytest
 
+    from cuaudit.inputs.process import BoundExceeded
+
     rec = Recorder()
-    with pytest.raises(subprocess.TimeoutExpired):
+    with pytest.raises(BoundExceeded):
         run_watched([sys.executable, "-c", "import time; time.sleep(30)"], cwd=str(tmp_path), progress=rec,
-                    label="x", timeout=0.5, text=True)
+                    label="x", timeout=0.5)
     assert rec.events[-1] == ("stop",)
 
 

@@ -3,7 +3,7 @@
 Issue 15: a torch check showed nothing for 17 s while pip downloaded 906 MB,
 then sat on one figure for 40 s while one large library was read.  So the
 bar counts bytes, not files: first the download (bytes and speed, read from
-the folder pip writes into), then the extraction (bytes of members done,
+the folder pip writes into: ``cuaudit.inputs.process.run_watched``), then the extraction (bytes of members done,
 speed, time left, the member just read).  Rich refreshes it ten times a
 second, and its spinner and elapsed time move even while one member takes
 long: the terminal is never still for more than a moment.
@@ -14,13 +14,7 @@ description)`` (``total`` None: unknown), ``advance(n, member="")``, ``stop()``.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import time
-from typing import Any, Sequence
-
-#: How often the download's folder is measured.
-POLL_SECONDS = 0.2
+from typing import Any
 
 
 class RichProgress:
@@ -76,38 +70,3 @@ def _tail(path: str, width: int) -> str:
     if width < 12:
         return ""
     return path if len(path) <= width else "…" + path[-(width - 1):]
-
-
-def run_watched(cmd: Sequence[str], *, cwd: str, progress: Any, label: str, timeout: float,
-                **kwargs: Any) -> subprocess.CompletedProcess:
-    """``subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)``, showing the bytes written under ``cwd``.
-
-    pip downloads into its temporary folder, so the command runs with
-    ``TMPDIR`` = ``cwd`` (a scratch folder of the caller) and the folder's
-    size is the download so far.
-    """
-    from cuaudit.store import tree_size
-
-    env = {**os.environ, "TMPDIR": cwd}
-    kwargs.pop("capture_output", None)
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
-    deadline = time.monotonic() + timeout
-    progress.start(None, label)
-    seen = 0
-    try:
-        while True:
-            try:
-                out, err = proc.communicate(timeout=POLL_SECONDS)
-                break
-            except subprocess.TimeoutExpired:
-                if time.monotonic() > deadline:
-                    proc.kill()
-                    proc.communicate()
-                    raise subprocess.TimeoutExpired(cmd, timeout) from None
-                now = tree_size(cwd)
-                if now > seen:
-                    progress.advance(now - seen)
-                    seen = now
-    finally:
-        progress.stop()
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
 
 from cuaudit.commands._common import add_audit_options, config_from_args, emit
 
@@ -53,10 +52,10 @@ def execute(args: argparse.Namespace) -> int:
     import json
     import shlex
     import shutil
-    import subprocess
     import tempfile
     import time
 
+    from cuaudit.inputs.process import BoundExceeded, run_bounded
     from cuaudit.model import ProbeRecord
     from cuaudit.trace.findings import build_report, interpreter_and_program
 
@@ -89,19 +88,18 @@ def execute(args: argparse.Namespace) -> int:
         started = time.perf_counter()
         try:
             # the program's own output goes to stderr when the report goes to stdout
-            stdout: Any = None
+            relay: tuple[int, int] | None = (1, 2)
             if not args.output:
                 try:
-                    stdout = sys.stderr.fileno()
+                    relay = (sys.stderr.fileno(), sys.stderr.fileno())
                 except (OSError, ValueError, AttributeError):
-                    stdout = subprocess.PIPE  # stderr is not a file (captured): relay the output
-            proc = subprocess.run(cmd, env=env, timeout=timeout, stdout=stdout,
-                                  stderr=subprocess.PIPE if stdout is subprocess.PIPE else None)
-            if stdout is subprocess.PIPE:
-                sys.stderr.write(proc.stdout.decode("utf-8", "replace") + proc.stderr.decode("utf-8", "replace"))
+                    relay = None  # stderr is not a file (captured): read the output, then relay it
+            proc = run_bounded(cmd, env=env, timeout=timeout, relay=relay)
+            if relay is None:
+                sys.stderr.write(proc.out + proc.err)
             outcome = f"exit status {proc.returncode}"
-        except subprocess.TimeoutExpired:
-            outcome = f"stopped after {timeout:.0f}s (timeout)"
+        except BoundExceeded as exc:
+            outcome = f"stopped after {timeout:.0f}s (timeout)" if exc.timed_out else f"stopped: {exc}"
         except OSError as exc:
             print(f"cuaudit trace: error: cannot run {python}: {exc}", file=sys.stderr)
             return 2
@@ -109,6 +107,8 @@ def execute(args: argparse.Namespace) -> int:
         try:
             with open(out, encoding="utf-8") as fh:
                 data = json.load(fh)
+            if not isinstance(data, dict):
+                raise ValueError("not the runner's records")
         except (OSError, ValueError):
             print(f"cuaudit trace: error: the program left no trace records ({outcome}); "
                   "is NumPy importable by that interpreter?", file=sys.stderr)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
@@ -451,11 +450,7 @@ def gpu_arch(text: str) -> str | None:
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return None
-    try:
-        out = subprocess.run([smi, "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=10, stdin=subprocess.DEVNULL).stdout.split()
-    except (OSError, subprocess.TimeoutExpired):
-        return None
+    out = _smi_query(smi, "compute_cap")
     if out and re.fullmatch(r"\d+\.\d+", out[0]):
         major, minor = out[0].split(".")
         return f"sm_{major}{minor}"
@@ -514,13 +509,19 @@ def driver_version() -> str | None:
         pass
     smi = shutil.which("nvidia-smi")
     if smi:
-        try:
-            out = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
-                                 text=True, timeout=10, stdin=subprocess.DEVNULL).stdout.split()
-            return out[0] if out else None
-        except (OSError, subprocess.TimeoutExpired):
-            return None
+        out = _smi_query(smi, "driver_version")
+        return out[0] if out else None
     return None
+
+
+def _smi_query(smi: str, field: str) -> list[str]:
+    """The words ``nvidia-smi`` prints for one ``--query-gpu`` field (none when it fails, hangs or floods)."""
+    from cuaudit.inputs.process import BoundExceeded, run_bounded
+
+    try:
+        return run_bounded([smi, f"--query-gpu={field}", "--format=csv,noheader"], timeout=10, max_output=1 << 16).out.split()
+    except (OSError, BoundExceeded):
+        return []
 
 
 def _version_tuple(v: str) -> tuple[int, ...]:

@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import IO, Iterable, Iterator, Sequence
 
 from cuaudit.facts import Extractor, InputError, MemberReader
+from cuaudit.inputs.budgets import budget
 from cuaudit.formats.elf import SHT_NOBITS, ElfImage, Section, image_of_bytes, image_of_stream, map_file, random_access
 from cuaudit.model import Member, MemberKind
 
@@ -69,6 +70,10 @@ FLAG_LZ4 = 0x2000
 FLAG_ZSTD = 0x8000
 FLAG_ARCH_SPECIFIC = 0x100000  # sm_90a: runs only on exactly that GPU
 FLAG_FAMILY_SPECIFIC = 0x200000  # sm_100f: runs on the family (10.0, 10.3)
+
+#: Entries listed from one member (libcublasLt.so.12: 5,969): past it, CU004.  Each costs
+#: about 300 bytes, and a lying header can make one of every 64 bytes of a section.
+MAX_ENTRIES = budget("FATBIN_ENTRIES")
 
 _ENTRY = struct.Struct("<HHIQIIHHIIIQQQ")  # the 64-byte entry header
 _CONTAINER = struct.Struct("<IHHQ")  # magic, version, header size, body size
@@ -224,9 +229,62 @@ def parse_fatbin(buf: bytes | memoryview, start: int, end: int, section: str, ba
                 break
             e = _entry(buf, q, section, base + q)
             entries.append(e)
+            _check_count(len(entries))
             q += e.header_size + e.payload_size
         pos = stop + (-(base + stop) % 8)
     return entries, containers, notes
+
+
+def _check_count(n: int) -> None:
+    if n > MAX_ENTRIES:
+        raise InputError("CU004", f"more than {MAX_ENTRIES} fat-binary entries (budget FATBIN_ENTRIES): "
+                         "device code not listed", budget="FATBIN_ENTRIES")
+
+
+def parse_fatbin_stream(fh: IO[bytes], size: int, section: str = "fatbin") -> tuple[list[FatbinEntry], int, list[str]]:
+    """:func:`parse_fatbin` over a stream read once: headers are read, payloads skipped in bounded reads."""
+    entries: list[FatbinEntry] = []
+    notes: list[str] = []
+    containers = pos = 0
+    while pos + _CONTAINER.size <= size:
+        head = _read_exactly(fh, _CONTAINER.size)
+        body = _valid_container(head, 0, size - pos)
+        if body is None:
+            if any(head):
+                notes.append(f"{section}: no fat-binary container at offset {pos:#x}; the rest of the section is not read")
+            break
+        containers += 1
+        q, stop = pos + 16, pos + 16 + body
+        while q < stop:
+            hdr = _read_exactly(fh, min(_ENTRY.size, stop - q))
+            if not _valid_entry_header(hdr, 0, stop - q):
+                notes.append(f"{section}: malformed entry header at offset {q:#x}")
+                _skip(fh, stop - q - len(hdr))
+                break
+            e = _entry(hdr, 0, section, q)
+            entries.append(e)
+            _check_count(len(entries))
+            _skip(fh, e.header_size + e.payload_size - len(hdr))
+            q += e.header_size + e.payload_size
+        pad = min(-stop % 8, size - stop)
+        _skip(fh, pad)
+        pos = stop + pad
+    return entries, containers, notes
+
+
+def _read_exactly(fh: IO[bytes], n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = fh.read(n - len(data))
+        if not chunk:
+            raise InputError("CU005", f"fat binary truncated: {n} bytes expected, {len(data)} left")
+        data += chunk
+    return data
+
+
+def _skip(fh: IO[bytes], n: int) -> None:
+    while n > 0:
+        n -= len(_read_exactly(fh, min(n, 1 << 20)))
 
 
 # -- over the member's ELF image -------------------------------------------------------
@@ -254,6 +312,7 @@ def _from_sections(secs: Sequence[Section], size: int, view) -> DeviceCode:
             buf, start = view(s)
             found, n, why = parse_fatbin(buf, start, start + s.size, s.name, s.offset - start)
             entries += found
+            _check_count(len(entries))  # sections may overlap: the same entries again
             containers += n
             notes += why
             names.append(s.name)
@@ -279,6 +338,7 @@ class _ContainerScan:
         self.found: list[tuple[int, int, list[FatbinEntry]]] = []
         self.cur: tuple[int, int, list[FatbinEntry]] | None = None
         self.q = 0  # the next entry header of the container being read
+        self.count = 0  # entries found so far
 
     def feed(self, offset: int, chunk: bytes) -> None:
         need = self.q if self.cur is not None else self.pos
@@ -313,6 +373,8 @@ class _ContainerScan:
                     continue
                 e = _entry(self.buf, p, "", self.q)
                 entries.append(e)
+                self.count += 1
+                _check_count(self.count)
                 self.q += e.header_size + e.payload_size
                 continue
             stop_at = min(end, self.limit)
@@ -359,6 +421,7 @@ def _from_stream(image: ElfImage) -> DeviceCode:
                 if s.offset <= at and stop <= s.offset + s.size:
                     containers += 1
                     entries += [dataclasses.replace(e, section=s.name) for e in es]
+                    _check_count(len(entries))
         elif s.name == WRAPPER_SECTION:
             wrappers += s.size // 24
     return DeviceCode(tuple(entries), tuple(names), containers, wrappers, ())
@@ -366,6 +429,12 @@ def _from_stream(image: ElfImage) -> DeviceCode:
 
 def _raw_fatbin(buf) -> DeviceCode:
     entries, n, notes = parse_fatbin(buf, 0, len(buf), "fatbin")
+    return DeviceCode(tuple(entries), ("fatbin",), n, 0, tuple(notes))
+
+
+def _raw_fatbin_stream(fh: IO[bytes], size: int) -> DeviceCode:
+    """A raw fat binary read front to back: never held whole (a member may be gigabytes)."""
+    entries, n, notes = parse_fatbin_stream(fh, size)
     return DeviceCode(tuple(entries), ("fatbin",), n, 0, tuple(notes))
 
 
@@ -380,7 +449,7 @@ def read_device_code_stream(fh: IO[bytes], size: int) -> DeviceCode:
     """Device code of an ELF read front to back once (a wheel member)."""
     head = fh.read(4)
     if head == _MAGIC_BYTES:
-        return _raw_fatbin(head + fh.read())
+        return _raw_fatbin_stream(_Prefixed(head, fh), size)
     first = [True]
 
     def opener() -> IO[bytes]:
@@ -452,7 +521,8 @@ class FatbinExtractor(Extractor):
 
     def extract(self, reader: MemberReader) -> DeviceCode | None:
         if reader.head(4) == _MAGIC_BYTES:
-            return _raw_fatbin(reader.read())
+            with reader.open() as fh:
+                return _raw_fatbin_stream(fh, reader.member.size)
         image = reader.elf()
         if image.buffer is not None and reader.fs_path is not None:
             random_access(image.buffer)

@@ -38,6 +38,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import IO, Any, Callable
 
+from cuaudit.inputs.budgets import budget
 from cuaudit.model import InputError
 
 #: Bytes at the start of a streamed member kept in memory: the tables PT_DYNAMIC points to
@@ -53,6 +54,10 @@ SECTION_SLACK = 8 * 1024**2
 INTERESTING_SECTION_PREFIXES = (".nv", "__nv", ".nvFatBin", ".init_array")
 #: Longest string read from a string table (names, paths, versions).
 MAX_STRING = 64 * 1024
+#: Names read from one string table total at most this many times its size (plus MAX_STRING):
+#: entries that all point into one long string would otherwise copy it once each (a 156 KB file
+#: made 200 MB of names).  Real files stay under 1.4 (304 system and corpus libraries measured).
+MAX_NAME_FANOUT = budget("ELF_NAME_FANOUT")
 #: More version entries than this is not a real file (glibc's libc.so.6 has 40).
 MAX_VERSION_ENTRIES = 1 << 16
 
@@ -517,6 +522,9 @@ class ElfImage:
         if end < 0:
             raise _corrupt(self.path, f"string at offset {off} of the {what} has no terminating NUL "
                            f"within {min(MAX_STRING, len(table) - off)} bytes", offset=off)
+        spent = self._cache.setdefault("name_bytes", {})
+        spent[what] = spent.get(what, 0) + end - off
+        _check_fanout(self.path, spent[what], len(table), what)
         return table[off:end].decode("utf-8", "surrogateescape")
 
     @_guarded
@@ -844,12 +852,21 @@ def _split_symbols(image: ElfImage, strtab: bytes, symdata: bytes, versym: bytes
     keep = [i for i, (o, b) in enumerate(zip(name_offs, infos)) if o and b >= 0x10]
     offs = [name_offs[i] for i in keep]
     text = strtab.decode("ascii") if strtab.isascii() else None
+    find = text.find if text is not None else strtab.find
+    nul = "\0" if text is not None else b"\0"
+    # Each search stops where the names' budget does: time is bounded too, not only memory.
+    left = _fanout_limit(slen)
+    ends = []
+    for o in offs:
+        e = find(nul, o, o + left)  # type: ignore[arg-type]
+        if e < 0:  # the table ends with a NUL (checked above): the budget is spent
+            _check_fanout(image.path, _fanout_limit(slen) + 1, slen, "dynamic string table (symbol names)")
+        left -= e - o
+        ends.append(e)
     if text is not None:
-        find = text.find
-        names = [text[o : find("\0", o)] for o in offs]
+        names = [text[o:e] for o, e in zip(offs, ends)]
     else:
-        bfind = strtab.find
-        names = [strtab[o : bfind(b"\0", o)].decode("utf-8", "surrogateescape") for o in offs]
+        names = [strtab[o:e].decode("utf-8", "surrogateescape") for o, e in zip(offs, ends)]
     und = [not shndx[i] for i in keep]
     out.imports += itertools.compress(names, und)
     imp_idx = list(itertools.compress(keep, und))
@@ -867,6 +884,19 @@ def _split_symbols(image: ElfImage, strtab: bytes, symdata: bytes, versym: bytes
             out.export_versions += [
                 vget(vers[i] & 0x7FFF, none)[0] if vers[i] & 0x7FFF > 1 else "" for i in itertools.compress(keep, defined)
             ]
+
+
+def _fanout_limit(table_size: int) -> int:
+    return MAX_NAME_FANOUT * table_size + MAX_STRING
+
+
+def _check_fanout(path: str, total: int, table_size: int, what: str) -> None:
+    """CU005 when names read from a table total more than MAX_NAME_FANOUT times its size."""
+    limit = _fanout_limit(table_size)
+    if total > limit:
+        raise _corrupt(path, f"names read from the {what} total more than {limit} bytes ({MAX_NAME_FANOUT} times its "
+                       f"{table_size} bytes): its entries point into the same strings over and over",
+                       field=what, size=table_size)
 
 
 # -- opening ---------------------------------------------------------------------------------

@@ -27,7 +27,9 @@ BUDGETS: dict[str, tuple[int, str]] = {
     "TAR_HEADER_CHAIN": (16, "extension headers in a row before one tar member"),
     "RECORD": (64 * MiB, "bytes of an installed distribution's RECORD"),
     "EDITABLE_FILES": (100_000, "files walked under one editable install's source folder"),
-    "PROCESS_OUTPUT": (16 * MiB, "bytes of output read from an interpreter cuaudit runs"),
+    "PROCESS_OUTPUT": (16 * MiB, "bytes of output read from a program cuaudit runs (interpreter, probe, nvidia-smi, pip)"),
+    "ELF_NAME_FANOUT": (4, "names read from one ELF string table, as a multiple of its size (plus 64 KiB)"),
+    "FATBIN_ENTRIES": (256 * KiB, "fat-binary entries listed from one member"),
 }
 
 _SUFFIX = {"K": KiB, "M": MiB, "G": GiB}

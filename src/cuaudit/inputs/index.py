@@ -13,14 +13,13 @@ from __future__ import annotations
 import functools
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
 from typing import Any
 
 from cuaudit.inputs.artifact import Artifact
-from cuaudit.progress import run_watched
+from cuaudit.inputs.process import BoundExceeded, run_bounded, run_watched
 
 _REQ = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]+$")
 
@@ -92,27 +91,24 @@ def fetch_requirement(spec: str, *, cache_dir: str | None = None, timeout: float
         # Into a scratch folder, then moved: an interrupted download never
         # leaves a truncated wheel that later runs would take for the release.
         with tempfile.TemporaryDirectory(dir=dest, prefix=".part-") as scratch:
-            # with a progress bar: the bytes pip has written so far (cuaudit.progress.run_watched)
-            run = functools.partial(run_watched, progress=progress, label=f"Downloading {spec}") if progress else subprocess.run
+            # with a progress bar: the bytes pip has written so far
+            run = functools.partial(run_watched, progress=progress, label=f"Downloading {spec}") if progress else run_bounded
             wheel = run(
                 pip + ["download", "--no-deps", "--only-binary=:all:", "--progress-bar", "off", "-q", "-d", scratch,
                        spec],
-                capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, cwd=scratch,
+                timeout=timeout, cwd=scratch,
             )
             for name in os.listdir(scratch):
                 if name.endswith(".whl"):
                     os.replace(os.path.join(scratch, name), os.path.join(dest, name))
         if wheel.returncode == 0 and (art := found()) is not None:
             return art
-        errors.append(_last_line(wheel.stderr))
-        sdist = subprocess.run(
-            [sys.executable, "-c", _FIND_SDIST, spec, dest],
-            capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL, cwd=dest,
-        )
+        errors.append(_last_line(wheel.err))
+        sdist = run_bounded([sys.executable, "-c", _FIND_SDIST, spec, dest], timeout=timeout, cwd=dest)
         if sdist.returncode == 0 and (art := found()) is not None:
             return art
-        errors.append(_last_line(sdist.stderr))
-    except (OSError, subprocess.TimeoutExpired) as exc:
+        errors.append(_last_line(sdist.err))
+    except (OSError, BoundExceeded) as exc:
         errors.append(str(exc))
     # a failed fetch leaves nothing behind: no partial file, no empty folder
     from cuaudit.store import remove_leftovers

@@ -4,7 +4,7 @@ One entry point, owned by the engine: :class:`Prober`.  A rule asks for a
 probe through ``ctx.probe(kind, **request)``; the prober runs it only when
 the user asked for probes on the command line (``config.probe``), each command
 in a process group of its own that is killed whole at the timeout
-(:func:`cuaudit.probe.command.run_command`), and records a :class:`~cuaudit.model.ProbeRecord` for
+(:func:`cuaudit.inputs.process.run_bounded`), and records a :class:`~cuaudit.model.ProbeRecord` for
 every run so reports say what was executed.  Rules never start a process.
 
 Kinds: ``imports`` (``import parent; parent.sub`` in a clean interpreter,

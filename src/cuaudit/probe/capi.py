@@ -26,14 +26,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 
 from cuaudit.model import ProbeRecord
-from cuaudit.probe.command import run_command
+from cuaudit.inputs.artifact import read_regular
+from cuaudit.inputs.process import MAX_OUTPUT, BoundExceeded, run_bounded
 
 _CHILD = r'''
 import ctypes, importlib.util, json, os, sys, types
@@ -163,12 +163,16 @@ def probe_consumer(
                 json.dump({"modules": state, "consumer": module, "path": path}, fh)
             open(log_file, "w").close()
             try:
-                run_command([python, "-S", child, spec_file, log_file], env=env, timeout=timeout)
-            except subprocess.TimeoutExpired:
-                result.outcome = f"timed out after {timeout:g}s"
+                run_bounded([python, "-S", child, spec_file, log_file], env=env, timeout=timeout)
+            except BoundExceeded as exc:
+                result.outcome = f"timed out after {timeout:g}s" if exc.timed_out else f"stopped: {exc}"
                 break
-            events = [json.loads(line) for line in open(log_file) if line.strip()]
-            lookups = {(e["module"], e["name"]) for e in events if e["event"] == "lookup"}
+            events = _read_events(log_file)
+            if events is None:
+                result.outcome = f"the probe's log is not what the probe writes (over {MAX_OUTPUT} bytes, or not its JSON lines)"
+                break
+            lookups = {(e["module"], e["name"]) for e in events if e["event"] == "lookup"
+                       and e["name"] in state.get(e["module"], {}).get("capi", {})}
             attrs = {(e["module"], e["name"]) for e in events if e["event"] == "attr"}
             for key in lookups:
                 sig, kind = state[key[0]]["capi"][key[1]]
@@ -217,6 +221,33 @@ def probe_consumer(
                 break
     result.seconds = time.perf_counter() - started
     return result
+
+
+_EVENT_FIELDS = {"lookup": ("module", "name"), "attr": ("module", "name"), "error": ("message", "type"), "called": (), "imported": ()}
+
+
+def _read_events(log_file: str) -> list[dict[str, str]] | None:
+    """The child's events, or None when the log is too long, not a file, or not of their shape.
+
+    The audited module runs in that process and may write to the log too:
+    the file is read up to the output budget and every line is checked.
+    """
+    data = read_regular(log_file, MAX_OUTPUT + 1)  # it may have been replaced by a FIFO, too
+    if data is None or len(data) > MAX_OUTPUT:
+        return None
+    events = []
+    for line in data.decode("utf-8", "replace").splitlines():
+        if not line.strip():
+            continue
+        try:
+            e = json.loads(line)
+        except ValueError:
+            return None
+        fields = _EVENT_FIELDS.get(e.get("event")) if isinstance(e, dict) and isinstance(e.get("event"), str) else None
+        if fields is None or not all(isinstance(e.get(k), str) for k in fields):
+            return None
+        events.append(e)
+    return events
 
 
 def probe_request(*, timeout: float, python: str, module: str, path: str, providers: dict[str, dict]) -> tuple[ProbeResult, list[ProbeRecord]]:

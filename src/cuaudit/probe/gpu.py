@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import time
 
 from cuaudit.model import ProbeRecord
-from cuaudit.probe.command import run_command
+from cuaudit.inputs.process import BoundExceeded, run_bounded
 
 COMMAND = ("--query-gpu=compute_cap", "--format=csv,noheader")
 
@@ -23,11 +22,11 @@ def probe_request(*, timeout: float) -> tuple[list[str], list[ProbeRecord]]:
         outcome = "nvidia-smi not found: no GPU to check against"
     else:
         try:
-            proc = run_command([smi, *COMMAND], timeout=timeout)
-            found = [line.strip() for line in proc.stdout.decode("utf-8", "replace").splitlines() if line.strip()]
+            proc = run_bounded([smi, *COMMAND], timeout=timeout)
+            found = [line.strip() for line in proc.out.splitlines() if line.strip()]
             names = ["sm_" + c.replace(".", "") for c in found if re.fullmatch(r"\d+\.\d+", c)]
             outcome = f"exit {proc.returncode}: {', '.join(names) or 'no GPU'}"
-        except (OSError, subprocess.TimeoutExpired) as exc:
+        except (OSError, BoundExceeded) as exc:
             outcome = f"failed: {exc}"
     record = ProbeRecord("local GPU compute capability (CU6xx targets)", shown, round(time.perf_counter() - started, 3), outcome)
     return found, [record]

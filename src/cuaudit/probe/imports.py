@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,7 +30,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 from cuaudit.model import ArtifactKind, ProbeRecord
-from cuaudit.probe.command import run_command
+from cuaudit.inputs.process import BoundExceeded, run_bounded
 
 # Only built-in modules here: anything else would pre-import what we test.
 _SCRIPT = r"""
@@ -147,13 +146,14 @@ def probe_submodules(
         shown = f"{shlex.quote(python)} -I -S -B -c <probe> {parent} {' '.join(subs)}"
         started = time.perf_counter()
         try:
-            proc = run_command(cmd, timeout=timeout, env=_clean_env())
-            out = proc.stdout.decode("utf-8", "replace")
+            proc = run_bounded(cmd, timeout=timeout, env=_clean_env())
+            out = proc.out
             outcome = f"exit {proc.returncode}"
-        except subprocess.TimeoutExpired:
+        except BoundExceeded as exc:  # a hang or a flood: killed with its children
             for s in subs:
-                results[(parent, s)] = ProbeResult(parent, s, "timeout", "TimeoutExpired", f"no answer in {timeout:g} s")
-            runs.append(ProbeRun(parent, shown, time.perf_counter() - started, f"timed out after {timeout:g} s"))
+                results[(parent, s)] = ProbeResult(parent, s, "timeout", "BoundExceeded", str(exc))
+            why = f"timed out after {timeout:g} s" if exc.timed_out else f"stopped: {exc}"
+            runs.append(ProbeRun(parent, shown, time.perf_counter() - started, why))
             continue
         except OSError as exc:
             for s in subs:
@@ -172,6 +172,8 @@ def probe_submodules(
             if len(parts) < 3:
                 continue
             sub = parts[1]
+            if sub not in subs:  # the audited package prints too: only answers to what was asked count
+                continue
             if tag == "OK":
                 results[(parent, sub)] = ProbeResult(parent, sub, "ok", how=parts[2])
             elif tag == "TRAP":

@@ -19,7 +19,6 @@ import hashlib
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 import urllib.parse
@@ -58,14 +57,16 @@ def configured_index_url() -> str:
     """pip's index-url (environment, then pip's configuration files), else PyPI."""
     if os.environ.get("PIP_INDEX_URL"):
         return os.environ["PIP_INDEX_URL"]
+    from cuaudit.inputs.process import BoundExceeded, run_bounded
+
     try:
-        proc = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True,
-                              timeout=60, stdin=subprocess.DEVNULL)
-        for line in proc.stdout.splitlines():
-            key, _, value = line.partition("=")
-            if key.strip().endswith(".index-url"):
-                return value.strip().strip("'\"")
-    except (OSError, subprocess.TimeoutExpired):
+        proc = run_bounded([sys.executable, "-m", "pip", "config", "list"], timeout=60)
+        for line in proc.out.splitlines():
+            key, sep, value = line.partition("=")
+            value = value.strip().strip("'\"")
+            if sep and value and key.strip().endswith(".index-url"):
+                return value
+    except (OSError, BoundExceeded):
         pass
     return DEFAULT_INDEX
 
