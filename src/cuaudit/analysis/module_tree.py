@@ -638,6 +638,10 @@ class ModuleUniverse:
         ``imported`` may be a function computing the closure: it is only called when the
         parent does not bind the name itself (``os.path`` needs no closure).
         """
+        failed = self.model.failure(parent)
+        if failed:
+            # `import parent` itself raises ImportError here (urllib3.contrib.emscripten needs `js`)
+            return Reach("unknown", f"unknown: importing {parent} fails ({failed})")
         r = self.shadowed(parent, sub, depth) or self._reach(parent, sub, imported, depth)
         if r.is_trap and not r.shadow:
             named = self._named_in_a_call(parent, sub, imported() if callable(imported) else imported)

@@ -213,7 +213,7 @@ class OverridableGpuProbeDecidesCudaBuild(_GpuProbeRule):
     As CU501: the probe is replaced by `torch.version.cuda is not None` and
     the override is kept. The finding is an error, not a warning, when the
     probe is a device query that raises without a GPU
-    (`get_device_properties()`, `nvidia-smi` through `subprocess`) and runs
+    (`get_device_properties()`, `nvidia-smi` run by `check_output`) and runs
     before any override or GPU check is tested: the build fails there
     whatever the packager sets.
     """
@@ -256,7 +256,7 @@ class BuildHostGpuArchitecture(Rule):
     No automatic fix: which GPUs to support is the project's choice. The
     severity follows the consequence on a GPU-less builder: error when a
     device query that raises there (`get_device_capability()`,
-    `nvidia-smi` through `subprocess`) runs with nothing guarding it, so the
+    `nvidia-smi` run by `check_output`) runs with nothing guarding it, so the
     build itself fails; warning when it runs behind `is_available()` or a
     `try`; info when an override read first decides (an environment variable
     such as `TORCH_CUDA_ARCH_LIST`/`CUDAARCHS` tested in the enclosing `if`,
