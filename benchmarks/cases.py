@@ -265,6 +265,13 @@ def env_cases(name: str, title: str, env: Environment, *, cold_targets=(), cache
              cuaudit=Cmd("cuaudit env (cached)", cached, ok=(0, 1), prepare=cached), peers=pip,
              floor=Cmd("stat every file", ("{py}", "{bench}/floors.py", "stat-tree", "{env.site}"), summary=True),
              targets=cached_targets, **kw),
+        # one installed file changed: the snapshot (src/cuaudit/snapshot.py) no longer holds, the facts do
+        Case(f"{name}-facts-cached", f"{title}, fact cache filled, no snapshot", {"env": env},
+             cuaudit=Cmd("cuaudit env (cached facts)",
+                         ("{py}", "{bench}/without_snapshot.py", "{casework}/facts", *cached), ok=(0, 1),
+                         prepare=cached), peers=pip,
+             floor=Cmd("stat every file", ("{py}", "{bench}/floors.py", "stat-tree", "{env.site}"), summary=True),
+             **kw),
     ]
 
 

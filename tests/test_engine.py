@@ -162,6 +162,14 @@ def two_trees(tmp_path: Path) -> list[str]:
     return out
 
 
+def test_a_small_input_is_extracted_in_process_whatever_the_jobs(tmp_path, marker_rules, calls):
+    """Starting workers costs more than a few members' work (a small wheel's check is start-up bound)."""
+    files = {f"pkg/m{i:02d}.py": f"v = {i}  # {WARN}\n" for i in range(10)}
+    whl = make_wheel(tmp_path, "small", "1.0", files)
+    report = audit([str(whl)], config=only_cu0(cache=False, jobs=2))
+    assert {pid for pid, _ in calls()} == {os.getpid()} and len(report.findings) == 10
+
+
 def test_parallel_extraction_gives_the_same_report_as_serial(two_trees, marker_rules, calls):
     serial = audit(two_trees, config=only_cu0(cache=False, jobs=1))
     assert {pid for pid, _ in calls()} == {os.getpid()}

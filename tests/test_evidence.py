@@ -32,6 +32,27 @@ def test_the_standard_library_is_evidence_read_on_demand_and_cached(tmp_path):
     assert all(f.location.artifact.path == str(tree) for f in cold.findings)
 
 
+def test_the_standard_library_stays_cached_without_the_fact_cache_until_the_interpreter_changes(tmp_path, monkeypatch):
+    """--no-cache re-reads the audited input, not the machine's standard library."""
+    from cuaudit import engine
+
+    tree = make_tree(tmp_path / "t", TRAP)
+    monkeypatch.setenv("CUAUDIT_CACHE_DIR", str(tmp_path / "cache"))
+    config = Config(select=("CU1",), cache=False, jobs=1)
+    cold = audit([str(tree)], config=config)
+    assert cold.stats["evidence_facts_extracted"] > 0 and cold.stats["evidence_facts_cached"] == 0
+    again = audit([str(tree)], config=config)
+    assert again.stats["evidence_facts_extracted"] == 0
+    assert again.stats["evidence_facts_cached"] == cold.stats["evidence_facts_extracted"]
+    assert again.stats["facts_cached"] == 0 and again.stats["facts_extracted"] == cold.stats["facts_extracted"]
+    assert [(f.code, f.message) for f in again.findings] == [(f.code, f.message) for f in cold.findings]
+    # another interpreter parses the standard library again
+    monkeypatch.setattr(engine, "_running_interpreter", lambda: ("3.99.0 (other)", "/elsewhere/python"))
+    other = audit([str(tree)], config=config)
+    assert other.stats["evidence_facts_cached"] == 0
+    assert other.stats["evidence_facts_extracted"] == cold.stats["evidence_facts_extracted"]
+
+
 def test_with_wheels_are_evidence_not_audited(tmp_path):
     audited = make_wheel(tmp_path, "app", "1.0", {"app/__init__.py": "def (:\n"})
     (tmp_path / "w").mkdir()

@@ -268,6 +268,38 @@ def test_a_member_that_inflates_past_its_declared_size_is_bounded(tmp_path, cli,
     assert ("CU002", "demo/x.py") in codes, codes
 
 
+@pytest.mark.parametrize("inflater", ["isal", "zlib"])
+def test_deflate_members_read_alike_with_the_fast_inflater_and_the_zlib_fallback(tmp_path, monkeypatch, inflater):
+    """ISA-L when installed, zlib otherwise: the same bytes, the same bounds, the same errors."""
+    import zlib
+
+    from cuaudit.inputs import _zip_member
+    from cuaudit.inputs.wheel import WheelArtifact
+
+    if inflater == "zlib":
+        monkeypatch.setattr(_zip_member, "inflater", zlib)
+    else:
+        assert _zip_member.inflater is pytest.importorskip("isal.isal_zlib")
+    body = bytes(range(256)) * 4096 + b"x = 1\n" * 200_000  # several decoder calls of at most 1 MB
+    c = zlib.compressobj(6, zlib.DEFLATED, -15)
+    packed = c.compress(body) + c.flush()
+    whl = raw_zip(tmp_path / "demo-1.0-py3-none-any.whl", [
+        ("demo/ok.py", zipfile.ZIP_DEFLATED, packed, zlib_crc(body), len(body)),
+        ("demo/cut.py", zipfile.ZIP_DEFLATED, packed[: len(packed) // 2], zlib_crc(body), len(body)),
+        ("demo/bad.py", zipfile.ZIP_DEFLATED, b"\xff" * 64, 0, 100),
+        ("demo/crc.py", zipfile.ZIP_DEFLATED, packed, zlib_crc(body) ^ 1, len(body)),
+    ])
+    art = WheelArtifact(str(whl))
+    with art.open_member("demo/ok.py") as fh:
+        assert fh.read(10) == body[:10] and fh.read() == body[10:]
+    with art.open_member("demo/ok.py") as fh:  # in small pieces (the ELF reader's headers): none is lost
+        assert b"".join(iter(lambda: fh.read(4096), b"")) == body
+    for name, match in (("demo/cut.py", "truncated"), ("demo/bad.py", "corrupt"), ("demo/crc.py", "CRC")):
+        with pytest.raises(zipfile.BadZipFile, match=match):
+            with art.open_member(name) as fh:
+                fh.read()
+
+
 def zlib_crc(data: bytes) -> int:
     import zlib
 

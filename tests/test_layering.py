@@ -29,7 +29,7 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "cuaudit"
 STAGES = ["model", "config", "inputs", "formats", "facts", "analysis", "context", "rules", "finish", "engine",
           "report", "commands", "cli"]
 PLACE = {name: float(i) for i, name in enumerate(STAGES)}
-PLACE.update({"compat": -1, "discovery": -1, "store": -1, "data": -1, "progress": -1, "escape": -1, "requirement": -1, "names": -1, "baseline": PLACE["finish"], "probe": PLACE["engine"],
+PLACE.update({"compat": -1, "discovery": -1, "store": -1, "data": -1, "progress": -1, "escape": -1, "requirement": -1, "names": -1, "baseline": PLACE["finish"], "probe": PLACE["engine"], "snapshot": PLACE["engine"],
               "trace": PLACE["report"], "repair": PLACE["report"], "explain": PLACE["report"], "survey": PLACE["report"],
               "__main__": PLACE["cli"]})
 

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # One GPU-machine session of measurements (run from the repository root; no network there):
-#   1. `cuaudit env` of the machine's CUDA Python environment: cold cache, cached, peak memory, findings per code;
+#   1. `cuaudit env` of the machine's CUDA Python environment: cold cache, cached (the snapshot reused),
+#      cached facts without the snapshot, peak memory, findings per code;
 #   2. `cuaudit libs --env --gpu-only` (every GPU library an import loads, with where it resolves).
 # cuaudit's own dependencies travel as wheels in .whl/ (installed into /tmp/site); cuaudit runs from src/
 # through sys.path, never PYTHONPATH, so the audited interpreter sees its own environment only.
-# Outputs under $OUT: env-cold.json, env-cached.json, env.txt, libs.txt, timings.txt.
+# Outputs under $OUT: env-cold.json, env-cached.json, env-facts-cached.json, env.txt, libs.txt, timings.txt.
 set -u
 OUT=${OUT:-/tmp/gpu_session_out}; mkdir -p "$OUT"
 PY=${PYTHON:-python3}
@@ -18,13 +19,21 @@ echo "== machine"; nvidia-smi -L; $PY -c 'import sys; print(sys.version.split()[
 t() { /usr/bin/time -f "%e s wall, %U s user, %S s sys, %M KB max RSS" -o "$OUT/t.txt" "$@"; local rc=$?; echo "$* -> rc=$rc $(cat "$OUT/t.txt")" | sed "s|$PWD|.|g" | cut -c1-400 | tee -a "$OUT/timings.txt"; }
 t "${CU[@]}" env -q --format json -o "$OUT/env-cold.json" --exit-zero
 t "${CU[@]}" env -q --format json -o "$OUT/env-cached.json" --exit-zero
+# the same with the fact cache only: the environment snapshot (src/cuaudit/snapshot.py) dropped,
+# as after any change to one installed file
+$PY -c "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); db.execute(\"DELETE FROM facts WHERE key LIKE 'snapshot:%'\"); db.commit()" "$CUAUDIT_CACHE_DIR/facts.sqlite3"
+t "${CU[@]}" env -q --format json -o "$OUT/env-facts-cached.json" --exit-zero
 t "${CU[@]}" env -q --color never --statistics --exit-zero > "$OUT/env.txt"
 t "${CU[@]}" libs --env --gpu-only > "$OUT/libs.txt"
-$PY - "$OUT/env-cold.json" "$OUT/env-cached.json" <<'PY'
+$PY - "$OUT/env-cold.json" "$OUT/env-cached.json" "$OUT/env-facts-cached.json" <<'PY'
 import collections, json, sys
+docs = []
 for path in sys.argv[1:]:
     d = json.load(open(path))
     print(path.rsplit("/", 1)[-1], {k: v for k, v in d.get("stats", {}).items()})
+    d.pop("stats", None)
+    docs.append(d)
+print("reports identical apart from stats:", all(d == docs[0] for d in docs))
 d = json.load(open(sys.argv[1]))
 print("findings per code:", dict(sorted(collections.Counter(f["code"] for f in d["findings"]).items())))
 print("by severity:", dict(collections.Counter(f["severity"] for f in d["findings"])))

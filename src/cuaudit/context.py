@@ -40,22 +40,24 @@ class RuleContext:
         self._facts = facts
         self._index = {id(a): i for i, a in enumerate(self.artifacts)}
         self._memo: dict[Any, Any] = {}
-        self._by_extractor: dict[str, list[tuple[int, Member, Any]]] | None = None
+        self._by_extractor: dict[str, list[tuple[int, Member, Any]]] = {}
 
-    def _table(self) -> dict[str, list[tuple[int, Member, Any]]]:
-        """extractor -> [(artifact index, member, fact)] in artifact and member order, built once."""
-        if self._by_extractor is None:
-            names = {n for (_i, _p, n) in self._facts}
-            table: dict[str, list[tuple[int, Member, Any]]] = {n: [] for n in names}
+    def _table(self, extractor: str) -> list[tuple[int, Member, Any]]:
+        """[(artifact index, member, fact)] of one extractor in artifact and member order, built once.
+
+        Per extractor: facts decoded lazily (``engine.Facts``) are decoded only for the
+        extractors some rule walks whole, not for every extractor at once."""
+        table = self._by_extractor.get(extractor)
+        if table is None:
             get = self._facts.get
+            table = []
             for i, art in enumerate(self.artifacts):
                 for m in art.members:
-                    for n in names:
-                        value = get((i, m.path, n))
-                        if value is not None:
-                            table[n].append((i, m, value))
-            self._by_extractor = table
-        return self._by_extractor
+                    value = get((i, m.path, extractor))
+                    if value is not None:
+                        table.append((i, m, value))
+            self._by_extractor[extractor] = table
+        return table
 
     def facts(self, extractor: str, artifact: "Artifact | None" = None) -> Iterator[tuple["Artifact", Member, Any]]:
         """(artifact, member, fact) for every member the extractor produced a fact for."""
@@ -67,7 +69,7 @@ class RuleContext:
                     yield artifact, m, value
             return
         arts = self.artifacts
-        for i, m, value in self._table().get(extractor, ()):
+        for i, m, value in self._table(extractor):
             yield arts[i], m, value
 
     def fact(self, extractor: str, artifact: "Artifact", member: str) -> Any | None:

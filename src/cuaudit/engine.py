@@ -5,7 +5,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
+import sys
 import time
 import traceback
 import zipfile
@@ -34,7 +37,8 @@ from cuaudit.model import (
     ProbeRecord,
 )
 from cuaudit.probe import Prober
-from cuaudit.store import FactStore, default_cache_dir
+from cuaudit import snapshot
+from cuaudit.store import FactStore, default_cache_dir, gc_paused
 
 if TYPE_CHECKING:  # pragma: no cover
     from cuaudit.inputs.environment import Environment
@@ -124,6 +128,24 @@ def _shared_bytes(artifact: Artifact, member: Member, names: tuple[str, ...]) ->
         return None
 
 
+@contextlib.contextmanager
+def fewer_full_collections() -> Iterator[None]:
+    """Collect cycles among young objects only, for the duration of an audit.
+
+    Parsing builds millions of short-lived AST nodes while the facts gathered
+    so far stay alive: with the default thresholds the collector traverses
+    everything alive again and again (a cold check of numpy 2.0.2 spent 4 of its
+    10.7 s CPU there, cupy 14.2.0 about 1.9 of 7.8 s).  Trees are freed by
+    reference counting; the few cycles made are young and still collected.
+    """
+    saved = gc.get_threshold()
+    gc.set_threshold(max(saved[0], 10_000), max(saved[1], 10), max(saved[2], 1_000_000))
+    try:
+        yield
+    finally:
+        gc.set_threshold(*saved)
+
+
 def _usable_cpus() -> int:
     """CPUs this process may run on (a container's limit, not the host's count)."""
     try:
@@ -139,12 +161,64 @@ _FORKED: list[Artifact] | None = None
 def _extract_forked(i: int, tasks: list[tuple[Member, tuple[str, ...]]]) -> list[tuple[str, str, bool, Any]]:
     art = _FORKED[i]  # type: ignore[index]
     if getattr(art, "_forked_in", None) != os.getpid():
+        gc.enable()  # a worker makes and drops parse trees: it collects, whatever the parent paused
         # open handles came from the parent: a shared file offset is not safe to read through
         for key in list(vars(art)):
             if key.startswith("_h_"):
                 setattr(art, key, None)
         art._forked_in = os.getpid()  # type: ignore[attr-defined]
-    return _extract_group(art, tasks)
+    # facts decoded lazily travel as their pickle: the parent stores them without decoding
+    return [(path, name, ok, _pickled(name, value) if ok else value) for path, name, ok, value in _extract_group(art, tasks)]
+
+
+class Pickled(bytes):
+    """A fact kept as its pickle until something reads it (:attr:`Extractor.decoded_lazily`)."""
+
+
+def _pickled(name: str, value: Any) -> Any:
+    if value is None or type(value) is Pickled or isinstance(value, (facts_registry.WithProblems, CachedFailure)):
+        return value
+    if not facts_registry.get(name).decoded_lazily:
+        return value
+    import pickle
+
+    return Pickled(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+class Facts(dict):
+    """(artifact index, member path, extractor) -> fact; a :class:`Pickled` one is decoded when read.
+
+    The import-time programs of an environment are two thirds of its cached facts
+    (158 of 243 MB on the 88-distribution accuracy-venv), and the model reads the
+    programs of the modules an import reaches, not all of them.
+    """
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        value = dict.get(self, key, default)
+        if type(value) is Pickled:
+            import pickle
+
+            # decoded facts live on (see store.gc_paused): 12,029 programs decoded with the
+            # collector on cost 19 s of a profiled cached run on the accuracy-venv
+            with gc_paused():
+                value = pickle.loads(value)
+            self[key] = value
+        return value
+
+    def __getitem__(self, key: Any) -> Any:
+        value = self.get(key, _ABSENT)
+        if value is _ABSENT:
+            raise KeyError(key)
+        return value
+
+    def items(self):  # type: ignore[override]
+        return [(k, self.get(k)) for k in list(self.keys())]
+
+    def values(self):  # type: ignore[override]
+        return [self.get(k) for k in list(self.keys())]
+
+
+_ABSENT = object()
 
 
 def _chunks(tasks: list[tuple[Member, tuple[str, ...]]], target_bytes: int = 16 * 1024**2, max_items: int = 64):
@@ -158,6 +232,16 @@ def _chunks(tasks: list[tuple[Member, tuple[str, ...]]], target_bytes: int = 16 
             chunk, size = [], 0
     if chunk:
         yield chunk
+
+
+#: CPU per byte of parsing Python against inflating and walking other members (a cold check of
+#: torch 2.8.0: ~10 s for 2,075 sources of 37 MB, ~6 s for 1.5 GB of shared libraries)
+_PYTHON_COST = 50
+
+
+def _cost(chunk: list[tuple[Member, tuple[str, ...]]]) -> int:
+    """A rough CPU estimate of extracting a group, to start the longest ones first."""
+    return sum(m.size * (_PYTHON_COST if m.path.endswith((".py", ".pyi")) else 1) for m, _ in chunk)
 
 
 def _bundle_key(member_keys: list[str]) -> str:
@@ -174,7 +258,10 @@ class Extraction:
         self.config = config
         self.progress = progress
         self.store = FactStore((config.cache_dir or default_cache_dir()) if config.cache else None)
-        self.facts: dict[tuple[int, str, str], Any] = {}
+        # The standard library is the machine's, not the audited input: `--no-cache` does not
+        # parse it again each run (177 modules: a third of a cold cupy 14.2.0 check's sources).
+        self._machine_store = self.store if config.cache else FactStore(config.cache_dir or default_cache_dir())
+        self.facts: dict[tuple[int, str, str], Any] = Facts()
         self.problems: list[Finding] = []
         self._problem_at: dict[tuple[int, str, str], int] = {}
         self.extracted = 0
@@ -214,6 +301,7 @@ class Extraction:
         # No SQLite connection may cross a fork (a child closing it releases the
         # parent's file locks); it is reopened for put_many.
         self.store.close()
+        self._machine_store.close()
         todo: dict[int, list[tuple[Member, tuple[str, ...]]]] = {}
         for i, m, names in pending:
             missing = []
@@ -238,9 +326,10 @@ class Extraction:
         finally:
             # bundles for the artifacts that had none, once every fact of theirs is known
             known = {**cached, **dict(new)}
+            name_of = {k: n for (_i, _p, n), k in keys.items()}
             for i, ks in per_art.items():
                 if not isinstance(bundles.get(bundle_keys[i]), dict) and all(k in known for k in ks):
-                    new.append((bundle_keys[i], {k: known[k] for k in ks}))
+                    new.append((bundle_keys[i], {k: _pickled(name_of[k], known[k]) for k in ks}))
             self.store.put_many(new)
 
     # -- evidence, on demand ----------------------------------------------------------------
@@ -255,7 +344,7 @@ class Extraction:
         warm).  Problems are never findings: the fact is then None.
         """
         key = FactStore.key(name, facts_registry.get(name).version, member.content_key)
-        bundle = self._evidence_bundle(artifact.ref)
+        bundle = self._evidence_bundle(artifact)
         if key in bundle.values:
             self.evidence_cached += 1
             value = bundle.values[key]
@@ -274,29 +363,37 @@ class Extraction:
             return None
         return value.value if isinstance(value, facts_registry.WithProblems) else value
 
-    def _evidence_bundle(self, ref: ArtifactRef) -> "_EvidenceBundle":
+    def _evidence_bundle(self, artifact: Artifact) -> "_EvidenceBundle":
+        ref = artifact.ref
         bundle = self._evidence_bundles.get(ref)
         if bundle is None:
             import hashlib
 
-            digest = hashlib.blake2b(repr((ref.kind.value, ref.path, ref.name)).encode(), digest_size=20).hexdigest()
+            identity = (ref.kind.value, ref.path, ref.name)
+            store = self.store
+            if artifact.machine:
+                # kept across --no-cache runs: the audited interpreter (its stdlib folder and
+                # version) and the one parsing it name the bundle; each fact's key holds its file's stat
+                identity += (ref.version, *_running_interpreter())
+                store = self._machine_store
+            digest = hashlib.blake2b(repr(identity).encode(), digest_size=20).hexdigest()
             key = f"evidence:{digest}"
-            stored = self.store.get_many([key]).get(key)
-            bundle = _EvidenceBundle(key, dict(stored) if isinstance(stored, dict) else {})
+            stored = store.get_many([key]).get(key)
+            bundle = _EvidenceBundle(key, dict(stored) if isinstance(stored, dict) else {}, store)
             self._evidence_bundles[ref] = bundle
         return bundle
 
     def flush_evidence(self) -> None:
         """Write the evidence bundles that gained facts (once, at the end of an audit)."""
-        items = []
         for bundle in self._evidence_bundles.values():
             if bundle.dirty:
                 values = bundle.values
                 if len(values) > 4 * len(bundle.used) + 2048:  # stale keys pile up: keep what this audit used
                     values = {k: v for k, v in values.items() if k in bundle.used}
-                items.append((bundle.key, values))
+                bundle.store.put_many([(bundle.key, values)])
                 bundle.dirty = False
-        self.store.put_many(items)
+        if self._machine_store is not self.store:
+            self._machine_store.close()
 
     def _extract(self, artifacts, todo, keys, new, total_tasks: int, total_bytes: int) -> None:
         if not total_tasks:
@@ -313,14 +410,22 @@ class Extraction:
 
                 ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
                 _FORKED = list(artifacts) if ctx is not None else None
-                with ProcessPoolExecutor(max_workers=min(jobs, len(groups)), mp_context=ctx) as pool:
+                # What the parent holds now is never collected in a worker: its pages stay shared
+                # with the parent instead of being copied when a collection touches them.
+                gc.freeze()
+                with ProcessPoolExecutor(max_workers=min(jobs, len(groups)), mp_context=ctx) as pool, \
+                        gc_paused():  # the parent only gathers results (see store.gc_paused)
                     if ctx is not None:
                         # Forked workers inherit the artifacts: send indexes, not a pickled artifact
                         # per group (torch's wheel: 11 499 members, 1.5 MB and a re-read of its zip
                         # directory for each of 37 groups, ~5 s of CPU).
-                        futures = [(i, chunk, pool.submit(_extract_forked, i, chunk)) for i, chunk in groups]
+                        submit = lambda i, chunk: pool.submit(_extract_forked, i, chunk)  # noqa: E731
                     else:
-                        futures = [(i, chunk, pool.submit(_extract_group, artifacts[i], chunk)) for i, chunk in groups]
+                        submit = lambda i, chunk: pool.submit(_extract_group, artifacts[i], chunk)  # noqa: E731
+                    # The costliest groups start first (torch's 968 MB libtorch_cuda.so, listed late,
+                    # otherwise ran alone at the end); results are still taken in listing order.
+                    started = {g: submit(*groups[g]) for g in sorted(range(len(groups)), key=lambda g: -_cost(groups[g][1]))}
+                    futures = [(i, chunk, started[g]) for g, (i, chunk) in enumerate(groups)]
                     # The workers are forked by now: the progress bar's refresh
                     # thread starts after, so no child inherits its locks.
                     if self.progress:
@@ -406,12 +511,18 @@ class Extraction:
         self.problems.append(finding)
 
 
+def _running_interpreter() -> tuple[str, str]:
+    """The interpreter that parses evidence (its ``ast`` decides the facts), for cache keys."""
+    return sys.version, sys.executable
+
+
 @dataclass
 class _EvidenceBundle:
     """The cached facts of one evidence input, keyed like any fact (extractor, version, content)."""
 
     key: str
     values: dict[str, Any]
+    store: FactStore
     used: set[str] = field(default_factory=set)
     dirty: bool = False
 
@@ -443,6 +554,15 @@ def gather(
     ``env``: ``True`` for the current interpreter's environment, the path of another
     ``python``, or an :class:`~cuaudit.inputs.environment.Environment` already loaded.  Probe extractors run only with ``config.probe``.
     """
+    artifacts, environment, problems = _collect(paths, env=env, config=config, progress=progress)
+    return _extract(artifacts, environment, problems, config=config, extractors=extractors, progress=progress)
+
+
+def _collect(
+    paths: Iterable[str | os.PathLike | Artifact], *, env: "str | bool | Environment | None", config: Config,
+    progress: Progress | None,
+) -> tuple[list[Artifact], EnvironmentInfo | None, list[Finding]]:
+    """Resolve inputs (and an environment) and list them: what a snapshot is keyed by."""
     from cuaudit.inputs import resolve
     from cuaudit.inputs.environment import Environment, InterpreterError, load_environment
 
@@ -462,6 +582,14 @@ def gather(
         except InterpreterError as exc:
             ref = ArtifactRef(kind=ArtifactKind.FILE, path=str(python))
             problems.append(rules_registry.get("CU008").finding(Location(ref), str(exc)))
+    for art in artifacts:
+        _list_safely(art)
+    return artifacts, environment, problems
+
+
+def _extract(artifacts: list[Artifact], environment: EnvironmentInfo | None, problems: list[Finding], *,
+             config: Config, extractors: Iterable[str], progress: Progress | None) -> Gathered:
+    """The named facts of listed artifacts (cache, workers), with the problems met listing them."""
     chosen = {n: facts_registry.get(n)() for n in sorted(set(extractors))}
     if not config.probe:
         chosen = {n: e for n, e in chosen.items() if not type(e).probe}
@@ -469,10 +597,13 @@ def gather(
     def wanted(member: Member) -> tuple[str, ...]:
         return tuple(n for n, e in chosen.items() if e.applies(member))
 
-    for art in artifacts:
-        _list_safely(art)
     extraction = Extraction(config, progress)
-    extraction.run(artifacts, wanted)
+    with fewer_full_collections():
+        extraction.run(artifacts, wanted)
+    # The facts live until the audit ends and hold no cycle: later collections (the rules
+    # build models, the report its document) need not walk them again.
+    gc.freeze()
+    problems = list(problems)
     for art in artifacts:
         problems += [problem_finding(p) for p in art.problems]
     problems += extraction.problems
@@ -499,41 +630,78 @@ def audit(
     rules_registry.validate_config(config)
     selected = [cls for cls in rules_registry.select(config.selected, config.ignored)]
     runnable = [cls() for cls in selected if not cls.emitted_by_engine]
-    gathered = gather(paths, env=env, config=config, extractors=extractors_for(selected), progress=progress)
-    artifacts, environment, extraction = gathered.artifacts, gathered.environment, gathered.extraction
+    names = extractors_for(selected)
+    artifacts, environment, early = _collect(paths, env=env, config=config, progress=progress)
+    # `env` reuses what its last run derived when nothing it depends on changed (snapshot.py)
+    slot = content = None
+    if command == "env" and snapshot.usable(config, selected, [facts_registry.get(n) for n in names]):
+        slot = snapshot.slot_key(config, environment, selected, [facts_registry.get(n) for n in names], command)
+        content = snapshot.content_identity(artifacts, snapshot.code_identity())
+        extraction = Extraction(config, None)
+        evidence_inputs = EvidenceInputs(config, environment, extraction)
+        hit = snapshot.load(extraction.store, slot, content)
+        if hit is not None and len(hit.skipped) == len(artifacts) and evidence_inputs.still_answers(hit.evidence):
+            extraction.store.close()
+            for art, skipped in zip(artifacts, hit.skipped):
+                art.skipped = list(skipped)
+            return _report(config, selected, artifacts, environment, list(hit.findings), [],
+                           [ref for name in EvidenceInputs.NAMES for ref, _ in hit.evidence.get(name, ())],
+                           {**hit.stats, "snapshot_reused": True}, started, command)
+        extraction.store.close()
+    gathered = _extract(artifacts, environment, early, config=config, extractors=names, progress=progress)
+    extraction = gathered.extraction
     probes: list[ProbeRecord] = []
-    evidence_inputs = EvidenceInputs(config, environment, extraction)
+    evidence_inputs = EvidenceInputs(config, environment, extraction, record=slot is not None)
     ctx = RuleContext(config, artifacts, extraction.facts, environment, probes,
                       evidence=evidence_inputs, probe=Prober(config, probes))
     findings: list[Finding] = list(gathered.problems)
-    for rule in runnable:
-        try:
-            findings += list(rule.check(ctx))
-        except Exception as exc:  # noqa: BLE001 - one broken rule must not hide the others
-            code, message, evidence = _error_for(exc)
-            ref = artifacts[0].ref if artifacts else ArtifactRef(kind=ArtifactKind.FILE, path=".")
-            findings.append(
-                rules_registry.get("CU011").finding(
-                    Location(ref), f"rule {rule.code} failed: {message}", evidence={**evidence, "rule": rule.code}, key=rule.code
+    with fewer_full_collections():  # the rules' models are large too (evidence parsed on demand)
+        for rule in runnable:
+            try:
+                findings += list(rule.check(ctx))
+            except Exception as exc:  # noqa: BLE001 - one broken rule must not hide the others
+                code, message, evidence = _error_for(exc)
+                ref = artifacts[0].ref if artifacts else ArtifactRef(kind=ArtifactKind.FILE, path=".")
+                findings.append(
+                    rules_registry.get("CU011").finding(
+                        Location(ref), f"rule {rule.code} failed: {message}", evidence={**evidence, "rule": rule.code}, key=rule.code
+                    )
                 )
-            )
+    stats = audit_stats(gathered, started)
+    if slot is not None and content is not None and not any(f.code == "CU011" for f in findings):
+        # a CU011 is cuaudit's own failure (or a worker that died): never kept for the next run
+        stats.pop("seconds")
+        snapshot.save(extraction.store, slot, snapshot.Snapshot(
+            content, findings, [list(a.skipped) for a in artifacts], evidence_inputs.recorded,
+            {**{k: v for k, v in stats.items() if k not in ("facts_extracted", "evidence_facts_extracted")},
+             "facts_extracted": 0, "evidence_facts_extracted": 0,
+             "facts_cached": stats["facts_cached"] + stats["facts_extracted"],
+             "evidence_facts_cached": stats["evidence_facts_cached"] + stats["evidence_facts_extracted"]},
+        ))
+    extraction.flush_evidence()
+    extraction.store.close()
+    return _report(config, selected, artifacts, environment, findings, probes, evidence_inputs.refs(),
+                   {**stats, "snapshot_reused": False}, started, command)
 
+
+def _report(config: Config, selected: Sequence[type], artifacts: list[Artifact], environment: EnvironmentInfo | None,
+            findings: list[Finding], probes: list[ProbeRecord], evidence: list[ArtifactRef], stats: dict[str, Any],
+            started: float, command: str) -> Report:
+    """The finishing step over the rules' findings, and the report."""
     findings, suppressed, baselined = finish(
         findings, config, {c.code for c in selected}, suppressions_for(findings, artifacts, config)
     )
     skipped = [s for a in artifacts for s in a.skipped]
-    extraction.flush_evidence()
-    extraction.store.close()
     return Report(
         findings=findings,
         skipped=sorted(skipped, key=lambda s: (s.location.artifact.path, s.location.member or "")),
         artifacts=[a.ref for a in artifacts],
-        evidence=evidence_inputs.refs(),
+        evidence=evidence,
         config=config,
         rules=[c.code for c in selected],
         environment=environment,
         probes=probes,
-        stats=audit_stats(gathered, started),
+        stats={**stats, "seconds": round(time.perf_counter() - started, 3)},
         suppressed=suppressed,
         baselined=baselined,
         command=command,
@@ -565,16 +733,36 @@ class EvidenceInputs:
 
     NAMES = ("stdlib", "system", "with")
 
-    def __init__(self, config: Config, environment: EnvironmentInfo | None, extraction: Extraction) -> None:
+    def __init__(self, config: Config, environment: EnvironmentInfo | None, extraction: Extraction,
+                 *, record: bool = False) -> None:
         self.config = config
         self.environment = environment
         self.extraction = extraction
         self._views: dict[str, list[Evidence]] = {}
+        #: with ``record``: name -> [(input's ref, the questions asked of it and their answers)], for a snapshot
+        self.recorded: dict[str, list[tuple[ArtifactRef, snapshot.Questions]]] | None = {} if record else None
 
     def __call__(self, name: str) -> list[Evidence]:
         if name not in self._views:
-            self._views[name] = [Evidence(a, self.extraction.on_demand) for a in self._resolve(name)]
+            arts = self._resolve(name)
+            if self.recorded is None:
+                self._views[name] = [Evidence(a, self.extraction.on_demand) for a in arts]
+            else:
+                asked: list[snapshot.Questions] = [{} for _ in arts]
+                self.recorded[name] = [(a.ref, q) for a, q in zip(arts, asked)]
+                self._views[name] = [snapshot.RecordingEvidence(a, self.extraction.on_demand, q)
+                                     for a, q in zip(arts, asked)]
         return self._views[name]
+
+    def still_answers(self, recorded: dict[str, list[tuple[ArtifactRef, "snapshot.Questions"]]]) -> bool:
+        """Whether the evidence inputs resolve as recorded and answer every recorded question alike."""
+        for name, items in recorded.items():
+            arts = self._resolve(name)
+            if [a.ref for a in arts] != [ref for ref, _ in items]:
+                return False
+            if not all(snapshot.ask_again(a, q) for a, (_, q) in zip(arts, items)):
+                return False
+        return True
 
     def _resolve(self, name: str) -> list[Artifact]:
         from cuaudit.inputs import evidence as inputs

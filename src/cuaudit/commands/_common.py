@@ -40,7 +40,8 @@ def add_audit_options(p: argparse.ArgumentParser) -> None:
     cfg = p.add_argument_group("configuration")
     cfg.add_argument("--config", metavar="PYPROJECT", help="read [tool.cuaudit] from this file")
     cfg.add_argument("--isolated", action="store_true", help="ignore configuration files")
-    cfg.add_argument("--no-cache", action="store_true", help="neither read nor write the fact cache")
+    cfg.add_argument("--no-cache", action="store_true", help="neither read nor write the fact cache of what is audited "
+                     "(the standard library's facts stay cached)")
     cfg.add_argument("--cache-dir", help="fact cache directory (env CUAUDIT_CACHE_DIR)")
     cfg.add_argument("--jobs", "-j", type=int, help="worker processes for fact extraction (default: CPUs)")
     cfg.add_argument("--probe", action="store_true",

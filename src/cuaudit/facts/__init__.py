@@ -156,6 +156,10 @@ class Extractor:
     version: ClassVar[int] = 1
     #: probe extractors import or run audited code; only with --probe
     probe: ClassVar[bool] = False
+    #: large facts that analyses read for some members only (the import-time program of the
+    #: modules an import reaches): kept as their pickle after extraction or the cache, and
+    #: decoded when first read (``engine.Facts``)
+    decoded_lazily: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -184,10 +184,12 @@ _RIP = re.compile(r"\[rip ([+-]) (0x[0-9a-f]+|\d+)\]")
 _BASE_DISP = re.compile(r"^(?:qword ptr )?\[(\w+)(?: \+ (0x[0-9a-f]+|\d+))?\]$")
 
 
+#: operand text -> the tracked 64-bit register it names (one lookup per operand of every instruction)
+_REG_OF = {**{r: r for r in _TRACKED}, **{k: v for k, v in _REG64.items() if v in _TRACKED}}
+
+
 def _reg(name: str) -> str | None:
-    name = name.strip()
-    name = _REG64.get(name, name)
-    return name if name in _TRACKED else None
+    return _REG_OF.get(name) or _REG_OF.get(name.strip())
 
 
 @dataclass
@@ -217,6 +219,8 @@ class _Tracker:
         #: back-edge targets whose state should also be merged when reached by fall-through
         #: (loops rotated with their entry block placed after the function's hot path)
         self._loop_heads: set[int] = set()
+        #: the instructions of the last range decoded: `run` passes over one range up to four times
+        self._decoded: tuple[int, int, list] | None = None
 
     def code(self, start: int, end: int) -> bytes:
         taddr, toff, tsize = self.text
@@ -261,15 +265,20 @@ class _Tracker:
             out = self._run(start, end, on_call, regs, on_load, back, arrivals, seeds)
         return out
 
+    def _instructions(self, start: int, end: int) -> list:
+        last = self._decoded
+        if last is None or last[0] != start or last[1] != end:
+            last = self._decoded = (start, end, list(self.cs.disasm_lite(self.code(start, end), start)))
+        return last[2]
+
     def _run(self, start, end, on_call, regs, on_load, back, arrivals, seeds) -> dict:
         regs = dict(regs or {})
-        blob = self.code(start, end)
         # Forward branches carry their state to their target; after an unconditional
         # jump the next instruction is reached only through such a branch (error
         # blocks sit between the import calls and load registers of their own).
         pending: dict[int, dict] = {}
         dead = False
-        for address, size, mnem, ops in self.cs.disasm_lite(blob, start):
+        for address, size, mnem, ops in self._instructions(start, end):
             nxt = address + size
             if address in pending:
                 other = pending.pop(address)
@@ -315,7 +324,7 @@ class _Tracker:
                 elif target is not None:
                     regs["rax"] = ("ret", target)
                 continue
-            if mnem in _NO_WRITE or mnem.startswith("j") or mnem.startswith("cmov") and False:
+            if mnem in _NO_WRITE:  # (jumps were handled above)
                 continue
             dst, _, src = ops.partition(", ")
             rd = _reg(dst)
@@ -418,6 +427,9 @@ def _prime_calls(image: _Image, imported: dict) -> None:
     """One scan for the call sites of every imported function we look at."""
     targets = {t for stubs, _slots in imported.values() for t in stubs}
     slots = {s for _stubs, sl in imported.values() for s in sl}
+    known = image.__dict__.get("_known_calls")
+    if known is not None and targets <= known[0] and slots <= known[1]:
+        return  # scanned already (a module without an ABI marker is primed while it is recognised)
     image._known_calls = (targets, slots, _scan_calls(image, targets, slots))
 
 

@@ -94,10 +94,20 @@ def _inflated_blobs(data: bytes):
                 yield out
 
 
+#: a run of the bytes a dotted name is made of: no match crosses the end of one
+_NAME_RUN = re.compile(rb"[A-Za-z0-9_.]+")
+
+
+def _dotted_in(data: bytes) -> set[str]:
+    # _DOTTED backtracks up to 65 bytes at every letter of every string: run it only over the
+    # runs of name bytes that hold a dot (cupy 14.2.0's extension modules: 0.33 -> 0.1 s)
+    return {m.group().decode("ascii") for run in _NAME_RUN.findall(data) if b"." in run for m in _DOTTED.finditer(run)}
+
+
 def dotted_strings(data: bytes) -> tuple[str, ...]:
-    found = {m.group().decode("ascii") for m in _DOTTED.finditer(data)}
+    found = _dotted_in(data)
     for out in _inflated_blobs(data):
-        found |= {m.group().decode("ascii") for m in _DOTTED.finditer(out)}
+        found |= _dotted_in(out)
     return tuple(sorted(found))
 
 

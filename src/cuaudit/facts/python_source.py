@@ -188,6 +188,7 @@ class PythonSourceExtractor(Extractor):
     """Module-level bindings, imports, ``__getattr__``, lazy tables and attribute chains."""
 
     name = "python_source"
+    decoded_lazily = True
     version = 10  # 10: a __getattr__ may forward to a dotted module path
 
     def applies(self, member: Member) -> bool:

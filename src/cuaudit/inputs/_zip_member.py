@@ -27,6 +27,16 @@ from cuaudit.inputs.identity import file_identity
 _CHUNK = 1 << 16
 _MAX_OUT = 1 << 20
 
+try:
+    # ISA-L has zlib's interface (bounded output, unconsumed_tail, crc32) and inflates about
+    # twice as fast: the eight largest members of cupy 14.2.0, streamed as here with their
+    # CRC, 520 MB/s against zlib's 260 and zlib-ng's 410 (libdeflate inflates whole buffers only).
+    from isal import isal_zlib as inflater
+except ImportError:  # pragma: no cover - a platform without isal's wheels
+    inflater = zlib  # type: ignore[assignment]
+
+_INFLATER_ERRORS = (zlib.error, inflater.error)
+
 
 class ZipEntry(NamedTuple):
     """What the central directory says about one member (picklable, unlike an open archive)."""
@@ -70,7 +80,7 @@ class MemberStream(io.RawIOBase):
         if e.method == zipfile.ZIP_STORED:
             self._dec = None
         elif e.method == zipfile.ZIP_DEFLATED:
-            self._dec = zlib.decompressobj(-15)
+            self._dec = inflater.decompressobj(-15)
         elif e.method == zipfile.ZIP_BZIP2:
             self._dec = bz2.BZ2Decompressor()
         elif e.method == zipfile.ZIP_LZMA:
@@ -104,10 +114,17 @@ class MemberStream(io.RawIOBase):
             return self._raw(limit)
         try:
             while True:
-                if isinstance(dec, type(zlib.decompressobj())):
-                    data = dec.unconsumed_tail or self._raw(_CHUNK)
+                if not hasattr(dec, "needs_input"):  # deflate (zlib's interface), not bzip2/lzma
+                    data = dec.unconsumed_tail
                     if not data:
-                        return dec.flush()[:limit]
+                        # ISA-L takes all the input it is given and holds what it could not yet
+                        # output (zlib leaves it in unconsumed_tail): drain that before feeding more
+                        out = dec.decompress(b"", limit)
+                        if out:
+                            return out
+                        data = self._raw(_CHUNK)
+                        if not data:
+                            return dec.flush()[:limit]
                     out = dec.decompress(data, limit)
                 else:
                     if dec.eof:
@@ -118,7 +135,7 @@ class MemberStream(io.RawIOBase):
                     out = dec.decompress(data, limit)
                 if out:
                     return out
-        except (zlib.error, lzma.LZMAError, OSError, EOFError, ValueError) as exc:
+        except (*_INFLATER_ERRORS, lzma.LZMAError, OSError, EOFError, ValueError) as exc:
             raise zipfile.BadZipFile(f"{self._entry.name}: corrupt compressed data ({exc})") from None
 
     def read(self, n: int | None = -1) -> bytes:
@@ -130,7 +147,7 @@ class MemberStream(io.RawIOBase):
                 raise zipfile.BadZipFile(f"{self._entry.name}: truncated member ({self._left - got} bytes missing)")
             parts.append(chunk)
             got += len(chunk)
-            self._crc = zlib.crc32(chunk, self._crc)
+            self._crc = inflater.crc32(chunk, self._crc)
         self._left -= got
         self._pos += got
         if self._left == 0 and want and self._crc != self._entry.crc:

@@ -107,6 +107,8 @@ class Artifact:
     ref: ArtifactRef
     #: evidence-only (the standard library, system libraries, ``--with``): read, never reported on
     evidence: bool = False
+    #: the machine's own files (the standard library), not an input: cached even under ``--no-cache``
+    machine: bool = False
 
     def __init__(self, ref: ArtifactRef) -> None:
         self.ref = ref

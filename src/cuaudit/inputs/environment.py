@@ -312,7 +312,7 @@ class InstalledDistribution(Artifact):
         # `pip install -e` records it in direct_url.json; setuptools' editable
         # wheels also name their files __editable__* (installed from a wheel
         # file, direct_url.json says archive_info instead).
-        editable = any(os.path.basename(rel).startswith("__editable__") for rel in self._record or ())
+        editable = any("__editable__" in rel and os.path.basename(rel).startswith("__editable__") for rel in self._record or ())
         if not editable:
             try:
                 editable = bool(json.loads(read_regular(os.path.join(self.meta_dir, "direct_url.json")) or b"{}")
@@ -372,15 +372,22 @@ class InstalledDistribution(Artifact):
             files = self._files_without_record()
         members: list[Member] = []
         seen: set[str] = set()
+        prefix = site if site.endswith(os.sep) else site + os.sep
         for rel in files:
-            rel = rel.replace("\\", "/")
-            norm = os.path.normpath(rel).replace(os.sep, "/")
-            if norm.startswith("../") or os.path.isabs(norm) or norm in seen:
-                continue  # scripts in bin/ and headers live outside the site dir
+            if "\\" in rel:
+                rel = rel.replace("\\", "/")
+            if rel.startswith("/") or "./" in rel or "//" in rel or rel.endswith((".", "/")):
+                norm = os.path.normpath(rel).replace(os.sep, "/")
+                if norm.startswith("../") or os.path.isabs(norm):
+                    continue  # scripts in bin/ and headers live outside the site dir
+            else:
+                norm = rel  # already normal, as installers write nearly every line (listing 49 k files is the cached run)
+            if norm in seen:
+                continue
             seen.add(norm)
             if norm.endswith(".pyc"):
                 continue  # bytecode: never analysed, not even stat'ed
-            full = os.path.join(site, norm)
+            full = prefix + norm
             try:
                 st = os.stat(full)
             except OSError:

@@ -100,6 +100,8 @@ def _is_dir(d: str) -> bool:
 class StdlibFolder(OnDemandFolder):
     """The standard library folder of the audited interpreter (its ``.py`` files are evidence)."""
 
+    machine = True  # keyed by each file's stat and the interpreters: see Extraction.on_demand
+
     def __init__(self, root: str, version: str = "") -> None:
         super().__init__(ArtifactRef(ArtifactKind.TREE, os.path.abspath(root), "stdlib", version), os.path.abspath(root))
 

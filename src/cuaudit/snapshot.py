@@ -1,0 +1,206 @@
+"""The environment snapshot: an unchanged audit reuses the findings its last run produced.
+
+A cached ``cuaudit env`` of a large environment spent its time re-deriving the
+same answers from cached facts (the CU1xx package model, the import-time
+model, unpickling every fact): 48 s on the GPU machine's 197 distributions.
+What the rules answer depends only on
+
+* the content keys of every member of every audited artifact (the ``stat`` of
+  every file each RECORD lists), with what listing met (problems, skips);
+* cuaudit itself (its version and the ``stat`` of its own source files, so a
+  development checkout never reuses what older code derived; the Python running
+  it), the selected rules and extractors, the configuration that reaches rules,
+  and the audited interpreter (:class:`~cuaudit.model.EnvironmentInfo`);
+* the evidence the rules read on demand (standard library, system
+  libraries, ``--with``): every question asked of it and its answer is
+  recorded in the snapshot (:class:`RecordingEvidence`) and asked again
+  before reuse, a few hundred ``stat`` calls.
+
+When all of it is unchanged, the findings the rules produced last time (before
+the finishing step, which still runs: baselines, suppressions and severities
+apply as usual) are reused; anything else falls back to the full audit over
+the fact cache, which re-extracts only the members whose content changed.
+Probes (``--probe``) run real code and are never snapshotted; neither are rules
+or extractors defined outside cuaudit (a test's rule: its code has no ``stat``).
+
+One slot per (interpreter, configuration, selection) in the fact store holds the
+latest snapshot, so an environment that keeps changing does not pile them up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from cuaudit import __version__
+from cuaudit.facts.evidence import Evidence
+from cuaudit.model import EnvironmentInfo, Finding, Skipped
+
+if TYPE_CHECKING:  # pragma: no cover
+    from cuaudit.config import Config
+    from cuaudit.inputs import Artifact
+    from cuaudit.store import FactStore
+
+#: bump when what a snapshot holds, or how its key is made, changes
+SCHEMA = 1
+
+#: configuration fields that never reach a rule: where the cache is, how many workers
+_NOT_KEYED = frozenset({"jobs", "cache", "cache_dir", "cache_max_size", "probe_timeout", "source", "option_sources"})
+
+
+def code_identity() -> str:
+    """cuaudit's version and the ``stat`` of every file of the package (its rules, models and data)."""
+    root = os.path.dirname(os.path.abspath(__file__))
+    h = hashlib.blake2b(__version__.encode(), digest_size=16)
+    for dirpath, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for f in sorted(files):
+            if f.endswith((".pyc", ".pyo")):
+                continue
+            try:
+                st = os.stat(os.path.join(dirpath, f))
+            except OSError:
+                continue
+            h.update(f"{os.path.relpath(dirpath, root)}/{f}:{st.st_size}:{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def config_identity(config: "Config") -> str:
+    fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(config) if f.name not in _NOT_KEYED}
+    return json.dumps(fields, sort_keys=True, default=repr)
+
+
+def usable(config: "Config", rules: Sequence[type], extractors: Sequence[type]) -> bool:
+    """Whether this audit may use a snapshot: cached, no probes, only cuaudit's own rules and extractors."""
+    if not config.cache or config.probe:
+        return False
+    return all(c.__module__.startswith("cuaudit.") for c in (*rules, *extractors))
+
+
+def slot_key(config: "Config", environment: EnvironmentInfo | None, rules: Sequence[type],
+             extractors: Sequence[type], command: str) -> str:
+    """Where this (interpreter, configuration, selection)'s latest snapshot lives in the store."""
+    parts = [
+        # the interpreter running cuaudit too: its ast and its stdlib module names shape the model
+        str(SCHEMA), command, sys.executable, sys.version, repr(environment), config_identity(config),
+        ",".join(sorted(f"{c.__module__}.{c.__qualname__}" for c in rules)),
+        ",".join(sorted(f"{c.__module__}.{c.__qualname__}:{c.name}:{c.version}" for c in extractors)),
+    ]
+    return "snapshot:" + hashlib.blake2b("\n".join(parts).encode(), digest_size=20).hexdigest()
+
+
+def content_identity(artifacts: Sequence["Artifact"], code: str) -> str:
+    """Every audited member's content key, and what listing each artifact met."""
+    h = hashlib.blake2b(code.encode(), digest_size=20)
+    for art in artifacts:
+        h.update(f"\0{type(art).__name__}\0{art.ref!r}\0{art.problems!r}\0{art.skipped!r}\n".encode("utf-8", "surrogateescape"))
+        h.update("\n".join(f"{m.path}\t{m.kind.value}\t{m.size}\t{m.content_key}" for m in art.members)
+                 .encode("utf-8", "surrogateescape"))
+    return h.hexdigest()
+
+
+# -- evidence: the questions the rules asked, and the answers -------------------------------------
+
+
+#: (operation, argument) -> answer; operations: member, is_dir, listdir, glob, members
+Questions = dict[tuple[str, str], Any]
+
+
+class RecordingEvidence(Evidence):
+    """An evidence view that records every question asked of the input and its answer.
+
+    Facts are recorded through the member they come from: a fact depends only on
+    its member's content key, so the key stands for the fact.
+    """
+
+    def __init__(self, artifact: "Artifact", provider: Callable | None, questions: Questions) -> None:
+        super().__init__(artifact, provider)
+        self.questions = questions
+
+    @property
+    def members(self):
+        got = self.artifact.members
+        self.questions[("members", "")] = tuple((m.path, m.content_key) for m in got)
+        return got
+
+    def member(self, path: str):
+        got = self.artifact.member(path)
+        self.questions[("member", path)] = got.content_key if got is not None else None
+        return got
+
+    def exists(self, path: str) -> bool:
+        return self.member(path) is not None
+
+    def is_dir(self, path: str) -> bool:
+        got = super().is_dir(path)
+        self.questions[("is_dir", path)] = got
+        return got
+
+    def listdir(self, path: str) -> tuple[str, ...]:
+        got = super().listdir(path)
+        self.questions[("listdir", path)] = got
+        return got
+
+    def glob(self, pattern: str) -> list[str]:
+        got = super().glob(pattern)
+        self.questions[("glob", pattern)] = tuple(got)
+        return got
+
+    def fact(self, extractor: str, path: str) -> Any | None:
+        self.member(path)
+        return super().fact(extractor, path)
+
+
+def ask_again(artifact: "Artifact", questions: Questions) -> bool:
+    """Whether the input still answers every recorded question the same way."""
+    view = RecordingEvidence(artifact, None, {})
+    for (op, arg), answer in questions.items():
+        if op == "members":
+            got: Any = tuple((m.path, m.content_key) for m in artifact.members)
+        elif op == "member":
+            m = artifact.member(arg)
+            got = m.content_key if m is not None else None
+        elif op == "is_dir":
+            got = view.is_dir(arg)
+        elif op == "listdir":
+            got = view.listdir(arg)
+        elif op == "glob":
+            got = tuple(view.glob(arg))
+        else:
+            return False
+        if got != answer:
+            return False
+    return True
+
+
+# -- the snapshot -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Snapshot:
+    """What one audit's rules produced, and what it depended on beyond its key."""
+
+    content: str
+    #: the rules' findings with the input problems, before the finishing step
+    findings: list[Finding]
+    #: per artifact (in order): everything skipped, listing's and the rules' own
+    skipped: list[list[Skipped]]
+    #: evidence name -> [(its input's ref, the questions asked of it)]
+    evidence: dict[str, list[tuple[Any, Questions]]] = field(default_factory=dict)
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+def load(store: "FactStore", slot: str, content: str) -> Snapshot | None:
+    got = store.get_many([slot]).get(slot)
+    if not isinstance(got, Snapshot) or got.content != content:
+        return None
+    return got
+
+
+def save(store: "FactStore", slot: str, snapshot: Snapshot) -> None:
+    store.put_many([(slot, snapshot)])

@@ -1,0 +1,197 @@
+"""The environment snapshot (``snapshot.py``): an unchanged ``env`` audit reuses its findings,
+and any change it depends on makes the audit run again, with the findings a cold run gives.
+
+Each test builds a virtual environment (``python -m venv --without-pip``) and lays
+distributions into its site dir by hand (dist-info with a RECORD), then compares the
+reused report with an audit that uses no cache at all.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import make_tree
+from marker_rules import marker_rules  # noqa: F401 - fixture
+
+from cuaudit import audit, snapshot
+from cuaudit.config import Config
+from cuaudit.inputs.evidence import StdlibFolder
+from cuaudit.report import json_report
+
+
+def _json(report) -> str:
+    """The report without what depends on the clock or on what the cache held."""
+    import json
+
+    data = json.loads(json_report.render(report))
+    data.pop("stats", None)
+    return json.dumps(data, sort_keys=True)
+
+
+def _dist(site: Path, name: str, files: dict[str, str]) -> None:
+    meta = f"{name}-1.0.dist-info"
+    record = [*files, f"{meta}/METADATA", f"{meta}/RECORD"]
+    make_tree(site, {**files, f"{meta}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
+                     f"{meta}/RECORD": "".join(f"{p},,\n" for p in record)})
+
+
+#: `import trap` does not bind trap.sub (CU101); `import fine` binds its submodule
+TRAP = {"trap/__init__.py": "X = 1\n", "trap/sub.py": "Y = 2\n"}
+FINE = {"fine/__init__.py": "from . import part\n", "fine/part.py": "Z = 3\n"}
+
+
+@pytest.fixture
+def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    monkeypatch.delenv("PYTHONPATH", raising=False)  # the environment, not this checkout
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True, capture_output=True)
+    [site] = list((tmp_path / "venv").glob("lib/python3*/site-packages"))
+    _dist(site, "trap", TRAP)
+    _dist(site, "fine", FINE)
+    config = Config(select=("CU1",), cache=True, cache_dir=str(tmp_path / "cache"), jobs=1)
+    return {"python": str(tmp_path / "venv" / "bin" / "python"), "site": site, "config": config}
+
+
+def _env_audit(env: dict, config: Config | None = None):
+    return audit([], env=env["python"], config=config or env["config"], command="env")
+
+
+def _uncached(env: dict, config: Config | None = None):
+    import dataclasses
+
+    return audit([], env=env["python"], config=dataclasses.replace(config or env["config"], cache=False), command="env")
+
+
+def test_an_unchanged_environment_reuses_its_findings(env):
+    cold = _env_audit(env)
+    warm = _env_audit(env)
+    assert not cold.stats["snapshot_reused"] and warm.stats["snapshot_reused"]
+    assert any(f.code == "CU101" and "trap.sub" in f.message for f in cold.findings)
+    assert _json(warm) == _json(cold) == _json(_uncached(env))
+    # what a cached run reports having read: every fact, none extracted again
+    assert warm.stats["facts_extracted"] == 0
+    assert warm.stats["facts_cached"] == cold.stats["facts_extracted"] + cold.stats["facts_cached"]
+    assert [r.name for r in warm.evidence] == [r.name for r in cold.evidence] == ["stdlib"]
+
+
+def test_a_changed_file_runs_the_audit_again(env):
+    _env_audit(env)
+    init = env["site"] / "trap" / "__init__.py"
+    init.write_text("from . import sub\n")  # now binds trap.sub: the finding goes
+    os.utime(init, ns=(1, 1))  # a new size and mtime alike: the content key is the stat
+    again = _env_audit(env)
+    assert not again.stats["snapshot_reused"]
+    assert not any(f.code == "CU101" and "trap.sub" in f.message for f in again.findings)
+    assert _json(again) == _json(_uncached(env))
+    assert _env_audit(env).stats["snapshot_reused"]
+
+
+def test_touching_a_file_runs_the_audit_again(env):
+    _env_audit(env)
+    st = os.stat(env["site"] / "fine" / "part.py")
+    os.utime(env["site"] / "fine" / "part.py", ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    again = _env_audit(env)
+    assert not again.stats["snapshot_reused"] and _json(again) == _json(_uncached(env))
+
+
+def test_added_and_removed_distributions_run_the_audit_again(env):
+    first = _env_audit(env)
+    _dist(env["site"], "other", {"other/__init__.py": "", "other/mod.py": ""})
+    added = _env_audit(env)
+    assert not added.stats["snapshot_reused"]
+    assert any("other.mod" in f.message for f in added.findings) and not any("other.mod" in f.message for f in first.findings)
+    assert _json(added) == _json(_uncached(env))
+    import shutil
+
+    shutil.rmtree(env["site"] / "other-1.0.dist-info")
+    removed = _env_audit(env)
+    assert not removed.stats["snapshot_reused"]
+    assert _json(removed) == _json(first)
+
+
+def test_another_selection_or_configuration_is_its_own_snapshot(env):
+    import dataclasses
+
+    _env_audit(env)
+    narrower = dataclasses.replace(env["config"], select=("CU101",))
+    got = _env_audit(env, narrower)
+    assert not got.stats["snapshot_reused"] and _json(got) == _json(_uncached(env, narrower))
+    allowing = dataclasses.replace(env["config"], allow={"submodule-traps": ("trap.*",)})
+    got = _env_audit(env, allowing)
+    assert not got.stats["snapshot_reused"]
+    assert not any("trap.sub" in f.message for f in got.findings)
+    # each has its own slot: going back reuses the first one's
+    assert _env_audit(env).stats["snapshot_reused"]
+    # the finishing step still runs on a reused snapshot: a severity override applies
+    from cuaudit.model import Severity
+
+    louder = dataclasses.replace(env["config"], severity={"CU101": Severity.ERROR})
+    assert all(f.severity is Severity.ERROR for f in _env_audit(env, louder).findings if f.code == "CU101")
+
+
+def test_another_interpreter_or_its_variables_run_the_audit_again(env, tmp_path, monkeypatch):
+    _env_audit(env)
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path))  # the loader model reads it (EnvironmentInfo.environ)
+    assert not _env_audit(env).stats["snapshot_reused"]
+    assert _env_audit(env).stats["snapshot_reused"]
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv2")], check=True, capture_output=True)
+    [site2] = list((tmp_path / "venv2").glob("lib/python3*/site-packages"))
+    _dist(site2, "trap", TRAP)
+    _dist(site2, "fine", FINE)
+    other = {**env, "python": str(tmp_path / "venv2" / "bin" / "python")}
+    got = _env_audit(other)
+    assert not got.stats["snapshot_reused"]
+    assert _json(got) == _json(_uncached(other))
+
+
+def test_no_snapshot_without_the_cache_with_probes_or_with_rules_from_elsewhere(env, marker_rules):
+    import dataclasses
+
+    config = env["config"]
+    assert snapshot.usable(config, [], [])
+    assert not snapshot.usable(dataclasses.replace(config, cache=False), [], [])
+    assert not snapshot.usable(dataclasses.replace(config, probe=True), [], [])
+    # a rule defined in a test has no source file whose stat could key its answers
+    from cuaudit import rules
+
+    outside = [c for c in rules.select(("ALL",), ()) if not c.__module__.startswith("cuaudit.")]
+    assert outside and not snapshot.usable(config, outside, [])
+    marked = dataclasses.replace(config, select=("CU1", "CU098"))
+    _env_audit(env, marked)
+    assert not _env_audit(env, marked).stats["snapshot_reused"]
+
+
+def test_evidence_answers_are_asked_again(tmp_path):
+    """The standard library (and system files, --with) as the rules saw them: a changed answer is a miss."""
+    root = make_tree(tmp_path / "lib", {"os.py": "", "json/__init__.py": "", "lib-dynload/_ssl.so": ""})
+    asked: snapshot.Questions = {}
+    view = snapshot.RecordingEvidence(StdlibFolder(str(root)), None, asked)
+    assert view.exists("json/__init__.py") and not view.exists("xml/__init__.py")
+    assert view.listdir("lib-dynload") == ("_ssl.so",) and view.fact("python_source", "os.py") is not None
+    assert snapshot.ask_again(StdlibFolder(str(root)), asked)
+    (root / "xml").mkdir()
+    (root / "xml" / "__init__.py").write_text("")  # a module that was missing now exists
+    assert not snapshot.ask_again(StdlibFolder(str(root)), asked)
+    (root / "xml" / "__init__.py").unlink()
+    assert snapshot.ask_again(StdlibFolder(str(root)), asked)
+    (root / "os.py").write_text("import sys\n")  # a fact's member changed
+    assert not snapshot.ask_again(StdlibFolder(str(root)), asked)
+
+
+def test_the_standard_library_questions_are_recorded_and_asked_again(env, monkeypatch):
+    _dist(env["site"], "usesjson", {"usesjson/__init__.py": "from json import decoder\n", "usesjson/sub.py": ""})
+    _env_audit(env)
+    from cuaudit.engine import Extraction
+
+    store = Extraction(env["config"], None).store
+    [(slot,)] = store._conn().execute("SELECT key FROM facts WHERE key LIKE 'snapshot:%'").fetchall()
+    saved = store.get_many([slot])[slot]
+    store.close()
+    [(ref, questions)] = saved.evidence["stdlib"]
+    # `from json import decoder`: is json.decoder a module? The stdlib's files answer
+    assert ref.name == "stdlib" and questions[("member", "json/decoder.py")] is not None
+    monkeypatch.setattr(snapshot, "ask_again", lambda artifact, questions: False)
+    assert not _env_audit(env).stats["snapshot_reused"]
