@@ -267,3 +267,49 @@ def test_guarded_cmake_native_is_info(tree_factory):
     root = tree_factory({"CMakeLists.txt": "if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)\n  set(CMAKE_CUDA_ARCHITECTURES native)\nendif()\n"})
     (f,) = check(root)
     assert (f.code, str(f.severity), f.location.line) == ("CU503", "info", 2)
+
+
+HEAD = "import os, subprocess, torch\nfrom setuptools.command.build_ext import build_ext\nfrom torch.utils.cpp_extension import CUDAExtension\n"
+
+
+@pytest.mark.parametrize("body, severity, guard, overrides", [
+    # queried and written back: TORCH_CUDA_ARCH_LIST is set by the script, not read, so nothing overrides
+    ("major, minor = torch.cuda.get_device_capability()\nos.environ['TORCH_CUDA_ARCH_LIST'] = f'{major}.{minor}'\n",
+     "error", "", []),
+    ("if torch.cuda.is_available():\n    cap = torch.cuda.get_device_capability()\n", "warning", "gpu-check", []),
+    # the override followed through a variable assigned from the environment
+    ("arch = os.environ.get('TORCH_CUDA_ARCH_LIST')\nif not arch:\n    cap = torch.cuda.get_device_capability()\n",
+     "info", "override", ["TORCH_CUDA_ARCH_LIST"]),
+    ("archs = os.getenv('CUDAARCHS') or subprocess.check_output(['nvidia-smi', '--query-gpu=compute_cap', '--format=csv'])\n",
+     "info", "override", ["CUDAARCHS"]),
+    ("try:\n    cap = torch.cuda.get_device_capability()\nexcept RuntimeError:\n    cap = (8, 0)\n", "warning", "try", []),
+    # setuptools runs the method at build time: unguarded
+    ("class B(build_ext):\n    def build_extensions(self):\n"
+     "        out = subprocess.check_output(['nvidia-smi', '--query-gpu=compute_cap', '--format=csv'])\n", "error", "", []),
+    # a helper called only behind a GPU check takes that guard
+    ("def archs():\n    return torch.cuda.get_device_capability()\nif torch.cuda.device_count() > 0:\n    a = archs()\n",
+     "warning", "gpu-check", []),
+    # os.popen gives empty output without nvidia-smi: the architectures are wrong, the build does not fail
+    ("caps = os.popen('nvidia-smi --query-gpu=compute_cap --format=csv').read()\n", "warning", "", []),
+])
+def test_host_architecture_severity_follows_the_consequence(tree_factory, body, severity, guard, overrides):
+    (f,) = [f for f in check(tree(tree_factory, HEAD + body)) if f.code == "CU503"]
+    assert (str(f.severity), f.evidence["guard"], f.evidence["overrides"]) == (severity, guard, overrides)
+    assert ("raises and the build fails" in f.message) == (severity == "error")
+
+
+def test_a_raising_probe_before_its_override_is_an_error(tree_factory):
+    """`get_device_properties() or FORCE_CUDA`: the query runs first and raises without a GPU, whatever
+    the variable says; with the variable tested first, a packager can avoid it (a warning)."""
+    def one(cond: str, sub: str):
+        (f,) = check(tree_factory({"setup.py": HEAD + f"if {cond}:\n    ext = [CUDAExtension('a', ['a.cu'])]\n"}, sub=sub))
+        return f
+
+    f = one("torch.cuda.get_device_properties(0).major >= 7 or os.environ.get('FORCE_CUDA') == '1'", "t1")
+    assert (f.code, str(f.severity), f.evidence["raises_without_gpu"]) == ("CU502", "error", ["torch.cuda.get_device_properties()"])
+    assert "raises and the build fails" in f.message
+    g = one("os.environ.get('FORCE_CUDA') == '1' or torch.cuda.get_device_properties(0).major >= 7", "t2")
+    assert (g.code, str(g.severity)) == ("CU502", "warning")
+    assert "raises unless FORCE_CUDA is set" in g.message
+    h = one("os.environ.get('FORCE_CUDA') == '1' or torch.cuda.is_available()", "t3")
+    assert (h.code, str(h.severity), h.evidence["raises_without_gpu"]) == ("CU502", "warning", [])

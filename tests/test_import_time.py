@@ -238,3 +238,183 @@ def test_a_computed_import_at_import_time_makes_its_package_unknown(tree_factory
     })
     # cp.late and cp.other may be what the loop imports: no claim; cp.sub is no module of cp.helper's package level
     assert keys(run([root]), "CU101") == ["cp.sub.deep"]
+
+
+FAILING = {
+    "op/__init__.py": src("""
+        from contextlib import suppress
+        with suppress(ImportError):
+            from op.fast import F
+            from op import after
+        try:
+            from .slow import thing
+        except ImportError:
+            thing = None
+        else:
+            from . import viaelse
+        try:
+            from .tzwin import TzWin
+        except ImportError:
+            TzWin = None
+        from . import plain, fsys
+    """),
+    # fontTools.misc.filesystem: the `else` of a `try: __import__(...)` that fails does not run
+    "op/fsys.py": src("""
+        try:
+            __import__("fs_not_installed")
+        except ImportError:
+            from . import _base as base
+        else:
+            import fs_not_installed.base as base
+    """),
+    "op/_base.py": "",
+    "op/fast.py": "import not_installed_dep\nF = 1\n",
+    "op/after.py": "", "op/viaelse.py": "", "op/plain.py": "",
+    "op/slow.py": "import os\nfrom another_missing import thing\n",
+    # dateutil.tz.win: both the module and its fallback are Windows-only
+    "op/tzwin.py": "try:\n    import winreg\nexcept ImportError:\n    import _winreg as winreg\nTzWin = 1\n",
+    # imageio.plugins: the asked name is imported, and its ImportError becomes AttributeError
+    "op/plugins/__init__.py": src("""
+        import importlib
+        def __getattr__(name):
+            try:
+                return importlib.import_module(f"op.plugins.{name}")
+            except ImportError:
+                raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    """),
+    "op/plugins/good.py": "import json\n",
+    # urllib3.contrib.emscripten: the parent's own import fails, so its pairs are no claim
+    "op/broken/__init__.py": "from .conn import X\n", "op/broken/conn.py": "import js_not_installed\nX = 1\n",
+    "op/broken/other.py": "",
+    "op/plugins/bad.py": "import cv2_not_installed\n",
+}
+
+
+def test_imports_that_fail_in_a_known_environment(tmp_path, wheel_factory):
+    """An environment is known in full: a module nobody installed fails to import, the `try`
+    (or `with suppress(ImportError)`) around it stops there, and the module importing it is no
+    attribute of its parent; each verdict is checked against a real import in that venv."""
+    import subprocess
+
+    from conftest import make_venv
+
+    py = make_venv(tmp_path / "venv", [wheel_factory("op", "1.0", FAILING)])
+    report = audit([], env=str(py), config=Config(cache=False, select=("CU101", "CU102")))
+    traps = {f.key: f.code for f in report.findings if f.key.startswith("op.")}
+    assert traps == {"op.fast": "CU101", "op.after": "CU101", "op.slow": "CU101", "op.viaelse": "CU101",
+                     "op.tzwin": "CU101", "op.plugins": "CU101", "op.plugins.bad": "CU102", "op.broken": "CU101"}
+    assert "not_installed_dep is not installed" in message(report, "op.fast")
+    assert "cv2_not_installed is not installed" in message(report, "op.plugins.bad")
+    probe = ("import op\nprint('plugins', hasattr(op, 'plugins'))\nimport op.plugins\n"
+             "for p, s in [(op, 'fast'), (op, 'after'), (op, 'slow'), (op, 'viaelse'), (op, 'tzwin'), (op, 'plain'), (op, 'fsys'), (op, 'broken'),"
+             " (op.plugins, 'good'), (op.plugins, 'bad')]:\n"
+             "    print(s, hasattr(p, s))\n")
+    out = subprocess.run([str(py), "-I", "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+    runtime_traps = {s for s, has in zip(out[::2], out[1::2]) if has == "False"}
+    assert runtime_traps == {k.rpartition(".")[2] for k in traps}
+
+
+def test_missing_dependencies_of_a_lone_wheel_are_no_evidence(wheel_factory):
+    """Checked alone, a wheel's dependencies are simply not in view: nothing is taken to fail."""
+    report = run([wheel_factory("op", "1.0", FAILING)])
+    assert not {"op.fast", "op.slow", "op.plugins.bad", "op.tzwin"} & set(keys(report, "CU101") + keys(report, "CU102"))
+
+
+def test_getattr_forwarding_to_a_dotted_module(tree_factory):
+    """gpytorch.utils: `if hasattr(linear_operator.utils, name): return getattr(linear_operator.utils, name)`
+    serves what that module has (its submodule `cholesky` too) and raises for the rest."""
+    import subprocess
+    import sys
+
+    root = tree_factory({
+        "gp/__init__.py": "from . import utils\n",
+        "gp/utils/__init__.py": src("""
+            import warnings as _warnings
+            import lo
+            from . import errors
+            def __getattr__(name):
+                if hasattr(lo.utils, name):
+                    _warnings.warn(f"gp.utils.{name} is deprecated", DeprecationWarning)
+                    return getattr(lo.utils, name)
+                raise AttributeError(f"module gp.utils has no attribute {name}")
+        """),
+        "gp/utils/errors.py": "", "gp/utils/cholesky.py": "", "gp/utils/other.py": "",
+        "lo/__init__.py": "from . import utils\n",
+        "lo/utils/__init__.py": "from .cholesky import psd_safe_cholesky\n",
+        "lo/utils/cholesky.py": "def psd_safe_cholesky(): pass\n",
+    })
+    report = run([root])
+    assert keys(report, "CU102") == ["gp.utils.other"]
+    assert "forwards to lo.utils" in message(report, "gp.utils.other")
+    probe = "import gp\nprint(hasattr(gp.utils, 'cholesky'), hasattr(gp.utils, 'other'))\n"
+    out = subprocess.run([sys.executable, "-I", "-W", "ignore", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "False"]
+
+
+def test_a_module_named_by_a_literal_in_a_loaded_call_is_no_claim(tree_factory):
+    """astropy: `parsing.lex(lextab="generic_lextab")` makes ply import `generic_lextab` by a name it
+    builds with `exec`; the model cannot follow that, so it abstains on that module only."""
+    import subprocess
+    import sys
+
+    root = tree_factory({
+        "ap/__init__.py": "from . import fmt\n",
+        "ap/parsing.py": "def lex(lextab):\n    exec('import %s' % ('ap.fmt.' + lextab))\n",
+        "ap/fmt/__init__.py": "from .generic import Generic\ndef __getattr__(name):\n    raise AttributeError(name)\n",
+        "ap/fmt/generic.py": src("""
+            from .. import parsing
+            class Generic:
+                @classmethod
+                def lexer(cls):
+                    return parsing.lex(lextab="generic_lextab")
+            Generic.lexer()
+        """),
+        "ap/fmt/generic_lextab.py": "TAB = 1\n", "ap/fmt/unused.py": "",
+    })
+    report = run([root])
+    assert keys(report, "CU102") == ["ap.fmt.unused"]
+    probe = "import ap\nprint(hasattr(ap.fmt, 'generic_lextab'), hasattr(ap.fmt, 'unused'))\n"
+    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "False"]
+
+
+def test_a_star_import_rebinds_a_name_to_another_module(tree_factory):
+    """nltk: `from nltk.translate import *` (no __all__) binds `metrics` to the submodule
+    nltk.translate.metrics that its imports set, so `nltk.metrics.scores` is looked up there."""
+    import subprocess
+    import sys
+
+    root = tree_factory({
+        # the package's own `from nl import metrics` afterwards keeps the attribute it has
+        "nl/__init__.py": "from nl.metrics import *\nfrom nl.translate import *\nfrom nl import metrics\n",
+        "nl/metrics/__init__.py": "from nl.metrics.scores import accuracy\n",
+        "nl/metrics/scores.py": "def accuracy(): pass\n",
+        "nl/translate/__init__.py": "from nl.translate.metrics import rate\n",
+        "nl/translate/metrics.py": "def rate(): pass\n",
+        # networkx.algorithms: the star binds `conn` to nx.assort.conn, then the first load of
+        # nx.conn (by nx.late) sets the attribute back to the submodule
+        "nx/__init__.py": "from nx.assort import *\nfrom nx import late\nfrom nx import conn\n",
+        "nx/assort/__init__.py": "from nx.assort.conn import *\n", "nx/assort/conn.py": "",
+        "nx/late.py": "import nx.conn\n", "nx/conn/__init__.py": "from . import cuts\n", "nx/conn/cuts.py": "",
+        # numba.core.types: a computed __all__ is what the star takes, not the namespace
+        "nu/__init__.py": "from nu import misc, np\nfrom nu.types import *\n",
+        "nu/misc/__init__.py": "", "nu/misc/special.py": "",
+        "nu/types/__init__.py": "import nu.other as np\nfrom .misc import *\nnames = 'Dummy'\n__all__ = names.split()\n",
+        "nu/other.py": "",
+        "nu/np/__init__.py": "", "nu/np/support.py": "",
+        "nu/types/misc.py": "Dummy = 1\n",
+    })
+    report = run([root])
+    assert "nu.misc.special" in keys(report, "CU101")
+    assert "neither binds nor imports special" in message(report, "nu.misc.special")
+    assert "re-binds" not in message(report, "nu.np.support")  # the computed __all__ does not take np
+    assert "nl.metrics.scores" in keys(report, "CU101")
+    assert "re-binds metrics to the module nl.translate.metrics" in message(report, "nl.metrics.scores")
+    assert "nl/__init__.py:2 " in message(report, "nl.metrics.scores")
+    assert "nx.conn.cuts" not in keys(report, "CU101")
+    probe = "import nl, nx\nprint(nl.metrics.__name__, hasattr(nl.metrics, 'scores'), nx.conn.__name__)\n"
+    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["nl.translate.metrics", "False", "nx.conn"]

@@ -66,7 +66,10 @@ def test_user_code_against_the_cupy_wheel(corpus, tmp_path, cli):
 
 def test_user_code_against_an_environment(corpus, tmp_path_factory):
     """The same file resolved against cupy installed in an environment (cuaudit env's view)."""
-    venv = _venv(tmp_path_factory.mktemp("cupyenv"), [corpus_file(corpus, "cupy_cuda12x-13.3.0-*.whl")])
+    # with cupy's own dependencies: in an environment without numpy, `import cupy` itself fails and
+    # the model says nothing about its attributes (issue 12)
+    venv = _venv(tmp_path_factory.mktemp("cupyenv"), [corpus_file(corpus, p) for p in (
+        "cupy_cuda12x-13.3.0-*.whl", "numpy-2.0.2-*.whl", "fastrlock-0.8.3-*.whl")])
     user = tmp_path_factory.mktemp("u") / "app.py"
     user.write_text(USER)
     report = audit([str(user)], env=str(venv / "bin" / "python"), config=Config(select=("CU104", "CU105")))

@@ -281,3 +281,46 @@ def test_tests_of_installed_distributions_are_not_audited(tmp_path):
     dist = InstalledDistribution(None, "demo", "1.0", str(site / "demo-1.0.dist-info"))
     report = audit([dist], config=Config(select=("CU402",), cache=False))
     assert [(f.code, f.location.member) for f in report.findings] == [("CU402", "demo/core.py")]
+
+
+CALLS = """\
+import math
+import cupy
+import numpy as np
+
+H = 5.0
+
+
+@cupy.fuse()
+def scale(x, h):
+    return 1.0 - (x * x) / (h * h)
+
+
+def plain(x, h):
+    return x * h
+
+
+k = cupy.fuse(plain)
+x = cupy.ones(3, dtype=cupy.float32)
+a = scale(x, 5.0)
+b = scale(x, H)
+c = k(x, math.pi)
+d = scale(x, np.float32(5.0))
+e = plain(x, 5.0)
+"""
+
+
+@pytest.mark.parametrize("requirements, severity", [
+    ('["cupy-cuda12x==13.3.0", "numpy>=2"]', Severity.WARNING),
+    ('["cupy-cuda12x>=14", "numpy>=2"]', Severity.INFO),
+])
+def test_python_scalar_arguments_of_fused_kernels(tree_factory, requirements, severity):
+    """CU407: what the H100 proved for CuPy 13.3.0 (a Python scalar argument makes the result float64)."""
+    pyproject = f'[project]\nname = "app"\nversion = "1"\ndependencies = {requirements}\n'
+    report = run(tree_factory, {"app.py": CALLS, "pyproject.toml": pyproject})
+    found = by_code(report, "CU407")
+    # the NumPy scalar and the call of the plain function are not reported
+    assert [(f.location.line, f.evidence["scalar"], f.location.symbol) for f in found] == [
+        (19, "5.0", "scale"), (20, "H", "scale"), (21, "math.pi", "k")]
+    assert {f.severity for f in found} == {severity}
+    assert "types it as float64" in found[0].message and "NumPy 2 and CuPy 14 keep the array's dtype" in found[0].message

@@ -53,6 +53,7 @@ class ModuleRun:
     maybe: dict[str, str] = field(default_factory=dict)  # module -> the condition it depends on
     opaque: str = ""  # a followed call imports a computed name: why the model cannot list its imports
     swapped: str = ""  # a followed call replaces the module in sys.modules: what the model cannot see
+    failed: dict[str, str] = field(default_factory=dict)  # module it tries to import -> why that fails
     assumptions: set[str] = field(default_factory=set)
 
 
@@ -70,6 +71,12 @@ class ImportTimeModel:
     # -- conditions ------------------------------------------------------------------------
     def truth(self, module: str, cond: Condition) -> Truth:
         text = cond.expr
+        if cond.try_line:
+            line, why = self.try_failure(module, cond.try_line)
+            if line:
+                return Truth(text != "<try-else>", "", f"{why} (line {line})")
+            if text == "<try-else>":
+                return Truth(True)
         if text == "<except ImportError>":
             u = self.universe
             entry = u.get(module)
@@ -94,8 +101,14 @@ class ImportTimeModel:
         ok = bool(value) == cond.truth
         return Truth(ok, "", "; ".join(assumed))
 
-    def runs(self, module: str, conditions: tuple[Condition, ...]) -> Truth:
+    def runs(self, module: str, conditions: tuple[Condition, ...], line: int = 0, try_lines: tuple[int, ...] = ()) -> Truth:
+        """Whether an effect at ``line`` under ``conditions`` runs; ``try_lines``: the ``try``
+        blocks around it, whose body stops at an import that fails."""
         assumed = []
+        for tl in try_lines:
+            failed, why = self.try_failure(module, tl)
+            if failed and line > failed:
+                return Truth(False, "", f"{why} (line {failed})")
         for c in conditions:
             t = self.truth(module, c)
             if t.value is False:
@@ -105,6 +118,107 @@ class ImportTimeModel:
             if t.assumed:
                 assumed.append(t.assumed)
         return Truth(True, "", "; ".join(assumed))
+
+    # -- imports that fail ------------------------------------------------------------------
+    def failure(self, module: str, _depth: int = 0) -> str:
+        """Why importing ``module`` raises ImportError in the audited environment, or "".
+
+        Decided only where the environment is known in full (``universe.complete``): a
+        top-level module nobody provides, or a module whose top level imports one outside any
+        ``try`` that catches the error (numcodecs' ``msgpacks`` imports ``msgpack``).  Anything
+        else (a name missing from a module, an extension's own imports) counts as importing.
+        """
+        u = self.universe
+        if not getattr(u, "complete", False):
+            return ""
+        key = ("failure", module)
+        if key in self._runs:
+            return self._runs[key]
+        self._runs[key] = ""  # a cycle: a module being imported is taken as importing
+        why = ""
+        top = module.split(".")[0]
+        if not u.exists(top):
+            # also a standard-library name this platform lacks (`winreg` on Linux)
+            why = f"{top} is not installed"
+        elif _depth < 64:
+            parts = module.split(".")
+            for i in range(1, len(parts)):
+                inner = self.failure(".".join(parts[:i]), _depth + 1)
+                if inner:
+                    why = inner
+                    break
+            prog = self.program_for(module) if not why and u.exists(module) and not u.is_stdlib(module) else None
+            entry = u.get(module)
+            is_pkg = bool(entry and entry.is_package)
+            for e in prog.effects if prog is not None else ():
+                if why:
+                    break
+                if not self._raising_import(e, module) or e.try_lines:
+                    continue
+                if self.runs(module, e.conditions, e.line).value is not True:
+                    continue
+                for target in self._import_targets(e, module, is_pkg):
+                    inner = self.failure(target, _depth + 1)
+                    if inner:
+                        why = inner  # the root cause (`msgpack is not installed`)
+                        break
+        self._runs[key] = why
+        return why
+
+    def try_failure(self, module: str, try_line: int) -> tuple[int, str]:
+        """(line, why) of the first import in the ``try`` at ``try_line`` that fails; (0, "") if none."""
+        key = ("try", module, try_line)
+        if key in self._runs:
+            return self._runs[key]
+        self._runs[key] = (0, "")
+        found: tuple[int, str] = (0, "")
+        prog = self.program_for(module)
+        if prog is not None and getattr(self.universe, "complete", False):
+            entry = self.universe.get(module)
+            is_pkg = bool(entry and entry.is_package)
+            for e in prog.effects:
+                if not self._raising_import(e, module) or not e.try_lines or e.try_lines[-1] != try_line:
+                    continue
+                if self.runs(module, e.conditions, e.line, e.try_lines[:-1]).value is not True:
+                    continue
+                for target in self._import_targets(e, module, is_pkg):
+                    why = self.failure(target)
+                    if why:
+                        found = (e.line, f"importing {target} fails: {why}")
+                        break
+                if found[0]:
+                    break
+        self._runs[key] = found
+        return found
+
+    def _raising_import(self, e: Effect, module: str) -> bool:
+        """An import statement, or a call of the interpreter's own ``__import__``/``importlib.import_module``
+        with a literal name: what raises ImportError when the module is missing (a function of the
+        package called import_module may catch it: sympy.external.import_module returns None)."""
+        if e.kind == "import":
+            return True
+        if e.kind != "dynamic-import" or not e.module:
+            return False
+        if e.callee in ("__import__", "importlib.import_module"):
+            return True
+        return e.callee == "import_module" and self._imported_object(module, "import_module") == ("importlib", "import_module")
+
+    def _import_targets(self, e: Effect, module: str, is_pkg: bool) -> list[str]:
+        """The modules an import effect imports, outermost first."""
+        if e.kind == "dynamic-import":
+            base = e.module
+            if base.startswith("."):
+                level = len(base) - len(base.lstrip("."))
+                base = absolute_module(base.lstrip("."), level, module, is_pkg) or ""
+        else:
+            base = absolute_module(e.module, e.level, module, is_pkg) or ""
+        if not base:
+            return []
+        parts = base.split(".")
+        mods = [".".join(parts[: i + 1]) for i in range(len(parts))]
+        if e.kind == "import" and e.name and e.name not in ("*", "as") and self.universe.exists(f"{base}.{e.name}"):
+            mods.append(f"{base}.{e.name}")
+        return mods
 
     def _eval(self, node: ast.AST, module: str, assumed: list[str]) -> object:
         u = self.universe
@@ -216,7 +330,7 @@ class ImportTimeModel:
         entry = self.universe.get(module)
         is_pkg = bool(entry and entry.is_package)
         for e in prog.effects:
-            t = self.runs(module, e.conditions)
+            t = self.runs(module, e.conditions, e.line, e.try_lines)
             if t.value is False:
                 continue
             if t.assumed:
@@ -224,8 +338,13 @@ class ImportTimeModel:
             self._effect(module, is_pkg, prog, e, out, t, 0, set(), {})
         return out
 
-    def _add(self, out: ModuleRun, mods: list[str], t: Truth) -> None:
+    def _add(self, out: ModuleRun, mods: list[str], t: Truth, where: str = "") -> None:
         for m in mods:
+            why = self.failure(m) if where else ""
+            if why:
+                # a failed import leaves neither it nor what it would have imported next
+                out.failed.setdefault(m, f"{where} tries to import it, which fails: {why}")
+                break
             if t.value is True:
                 out.sure.add(m)
                 out.maybe.pop(m, None)
@@ -246,7 +365,7 @@ class ImportTimeModel:
             if e.level or e.name:
                 if e.name and e.name != "*" and u.exists(f"{base}.{e.name}"):
                     mods.append(f"{base}.{e.name}")
-            self._add(out, mods, t)
+            self._add(out, mods, t, f"{module}:{e.line}")
         elif e.kind == "dynamic-import":
             if not e.module and e.bound and args.get(e.bound):
                 e = dataclasses.replace(e, module=args[e.bound])
@@ -372,11 +491,13 @@ class ImportTimeModel:
         is_pkg = bool(entry and entry.is_package)
         result: tuple[str, Effect | None, Truth] = ("none", None, Truth(True))
         for e in prog.effects:
-            if e.bound != name or e.kind not in ("import", "bind", "del"):
+            if (e.bound != name and not (e.kind == "import" and e.name == "*")) or e.kind not in ("import", "bind", "del"):
                 continue
-            t = self.runs(module, e.conditions)
+            t = self.runs(module, e.conditions, e.line, e.try_lines)
             if t.value is False:
                 continue
+            if e.kind == "import" and any(self.failure(m) for m in self._import_targets(e, module, is_pkg)):
+                continue  # an import that fails binds nothing
             if e.kind == "del":
                 what = "none"
             elif e.kind == "bind":
@@ -387,6 +508,11 @@ class ImportTimeModel:
                     what = f"module:{base.split('.')[0]}"
                 elif e.name == "as" and e.level == 0:
                     what = f"module:{base}"
+                elif base == module and e.name and result[0] != "none" and result[2].value is True:
+                    # nltk's `from nltk import metrics` after a star import bound `metrics` to
+                    # nltk.translate.metrics: `from pkg import name` takes the attribute the package
+                    # already has and imports the submodule only when there is none
+                    continue
                 elif base and self.universe.exists(f"{base}.{e.name}"):
                     # `from .series import series`: the attribute `series` of the module
                     # sympy.series, which re-binds it to a function after importing the
@@ -394,7 +520,9 @@ class ImportTimeModel:
                     inner = self.final_binding(base, e.name, _depth + 1) if _depth < 6 and base != module else ("none", None, Truth(True))
                     what = "object" if inner[0] == "object" and inner[2].value is True else f"module:{base}.{e.name}"
                 elif e.name == "*":
-                    continue
+                    what = self._star_binding(base, name, _depth)
+                    if what == "none":
+                        continue
                 else:
                     what = "object"
             if t.value is None:
@@ -404,6 +532,34 @@ class ImportTimeModel:
             else:
                 result = (what, e, t)
         return result
+
+
+    def _star_binding(self, src: str, name: str, depth: int) -> str:
+        """What ``from src import *`` binds ``name`` to: ``module:<dotted>``, ``object`` or ``none``.
+
+        Without ``__all__`` the star takes every public name of the module's namespace, the
+        submodules its imports set as attributes included (nltk.translate's ``metrics``)."""
+        u = self.universe
+        entry = u.get(src) if src else None
+        facts = entry.facts if entry is not None and entry.kind == "package" else None
+        if facts is None or name.startswith("_") or depth >= 6:
+            return "none"
+        src_prog = self.program_for(src)
+        # numba.core.types computes its __all__: the star takes that list, which is not known
+        if src_prog is None or (facts.all_names is None and any(e.bound == "__all__" for e in src_prog.effects)):
+            return "none"
+        key = ("exported", src)
+        if key not in self._runs:
+            self._runs[key] = u.exported(src)
+        names = self._runs[key]
+        if names is None:
+            return "none"
+        if name in names:
+            inner = self.final_binding(src, name, depth + 1)[0]
+            return inner if inner != "none" else "none"
+        if facts.all_names is None and f"{src}.{name}" in u.closure([src]):
+            return f"module:{src}.{name}"
+        return "none"
 
 
 def _compare(op: ast.cmpop, a: object, b: object) -> object:

@@ -233,11 +233,15 @@ class ModuleUniverse:
         self._graphs: dict[bool, _Components] = {}
         self._direct: dict[str, tuple[frozenset[str], bool]] = {}
         self._strings: dict[str, tuple] = {}
+        self._named: dict[str, dict[str, str]] = {}  # module -> bare names its calls pass -> where
         #: the platform imports are evaluated for (the audited environment's, else this one's)
         self.sys_platform = sys.platform
         self.os_name = os.name  # extension module -> how to get its dotted strings
         self.python_version: tuple[int, ...] = tuple(sys.version_info[:3])
         self._programs: dict[str, tuple] = {}  # module -> how to get its import_time facts
+        #: every installed distribution is in the universe (an environment): a module nobody
+        #: provides fails to import, and the model may say so
+        self.complete = False
         self.model = ImportTimeModel(self, self.program)
 
     # -- building ------------------------------------------------------------------------
@@ -436,16 +440,21 @@ class ModuleUniverse:
                     maybe.setdefault(more, why)
         return maybe, tuple(sorted(opaques))
 
-    def shadowed(self, parent: str) -> Reach | None:
+    def shadowed(self, parent: str, sub: str | None = None, depth: int = 0) -> Reach | None:
         """``a.b`` re-bound by ``a`` to an object after ``a`` imported ``a.b`` (sympy's ``series``):
-        user code that walks ``a.b`` gets the object, not the module."""
+        user code that walks ``a.b`` gets the object, not the module.  Re-bound to another module
+        (nltk's ``from nltk.translate import *`` binds ``metrics`` to ``nltk.translate.metrics``),
+        ``a.b.<sub>`` is looked up in that module (only with ``sub``, for the last name of ``parent``)."""
         parts = parent.split(".")
         for i in range(1, len(parts)):
             owner, name = ".".join(parts[:i]), parts[i]
             if self.program(owner) is None:
                 continue
             what, effect, truth = self.model.final_binding(owner, name)
-            if what != "object" or effect is None:
+            other = what[len("module:"):] if what.startswith("module:") else ""
+            if effect is None or not (what == "object" or (other and other != f"{owner}.{name}" and not other.startswith(f"{owner}.{name}."))):
+                continue
+            if other and (sub is None or i != len(parts) - 1 or depth > 3 or not self.exists(other)):
                 continue
             child = f"{owner}.{name}"
             entry = self.get(owner)
@@ -454,13 +463,28 @@ class ModuleUniverse:
                 base = absolute_module(e.module, e.level, owner, is_pkg) or ""
                 return base == child or base.startswith(child + ".") or (bool(e.name) and f"{base}.{e.name}" == child)
 
-            from_child = effect.kind == "import" and names_child(effect)
-            earlier = any(e.kind == "import" and e.line < effect.line and names_child(e) for e in self.program(owner).effects)
-            if not (from_child or earlier):
-                continue
+            if other:
+                # the first load of a submodule sets its parent's attribute: the re-binding sticks
+                # only when `child` was loaded before it (nltk.metrics, yes; networkx's
+                # algorithms.connectivity, first loaded after the star import, no)
+                before = [m for e in self.program(owner).effects if e.kind == "import" and e.line < effect.line
+                          for m in self.model._import_targets(e, owner, is_pkg)]
+                if child not in self.closure(before):
+                    continue
+            else:
+                from_child = effect.kind == "import" and names_child(effect)
+                earlier = any(e.kind == "import" and e.line < effect.line and names_child(e) for e in self.program(owner).effects)
+                if not (from_child or earlier):
+                    continue
             where = f"{entry.display}:{effect.line}" if entry else owner
             if truth.value is None:
-                return Reach("unknown", f"{where} may re-bind {name} to an object (either way: {truth.reason})")
+                return Reach("unknown", f"{where} may re-bind {name} to {other or 'an object'} (either way: {truth.reason})")
+            if other:
+                inner = self.reach(other, sub, lambda: self.closure([parts[0], other]), depth + 1)
+                if inner.is_trap:
+                    return Reach("trap", f"{where} re-binds {name} to the module {other} after importing {child}: "
+                                 f"`{child}` is {other}, which has no {sub!r} ({inner.detail})", shadow=True)
+                return inner if inner.status == "unknown" else Reach(inner.status, inner.detail, inner.target)
             return Reach("trap", f"{where} re-binds {name} to an object after importing {child}: `{child}` is that object, not the module", shadow=True)
         return None
 
@@ -485,6 +509,16 @@ class ModuleUniverse:
             if target:
                 return Reach("getattr-trap", f"{where} __getattr__ falls back to {model.fallback_callee}(), which raises AttributeError for {sub!r} ({target})")
         return None
+
+    def _getattr_import_fails(self, parent: str, sub: str, prog: ImportTimeFacts | None) -> str:
+        """Why the import a ``__getattr__`` makes for ``sub`` fails, when it turns that ImportError
+        into AttributeError (imageio's plugins whose libraries are not installed); else ""."""
+        model = prog.getattr if prog is not None else None
+        if model is None or not model.import_error_raises or not model.imports_prefix:
+            return ""
+        prefix = model.imports_prefix
+        target = f"{parent}.{sub}" if prefix == "." else f"{prefix}{sub}"
+        return self.model.failure(target) if target == f"{parent}.{sub}" else ""
 
     def _table(self, module: str, name: str) -> tuple[str, ...] | None:
         prog = self.program(module)
@@ -567,6 +601,16 @@ class ModuleUniverse:
                 return cand
         return None
 
+    def _delegate_module(self, parent: str, delegate: str) -> str | None:
+        """The module a ``__getattr__`` forwards to: a local name bound by an import, then submodules."""
+        head, *rest = delegate.split(".")
+        target = self.binding_target(parent, head)
+        for part in rest:
+            if target is None or not self.exists(f"{target}.{part}"):
+                return None
+            target = f"{target}.{part}"
+        return target
+
     def lazy_names(self, parent: str) -> tuple[set[str], GetattrSummary | None]:
         """Names a package's ``__getattr__`` serves, resolving ``attach_stub`` through its ``.pyi``."""
         entry = self.get(parent)
@@ -594,12 +638,21 @@ class ModuleUniverse:
         ``imported`` may be a function computing the closure: it is only called when the
         parent does not bind the name itself (``os.path`` needs no closure).
         """
+        failed = self.model.failure(parent)
+        if failed:
+            # `import parent` itself raises ImportError here (urllib3.contrib.emscripten needs `js`)
+            return Reach("unknown", f"unknown: importing {parent} fails ({failed})")
+        r = self.shadowed(parent, sub, depth) or self._reach(parent, sub, imported, depth)
+        if r.is_trap and not r.shadow:
+            named = self._named_in_a_call(parent, sub, imported() if callable(imported) else imported)
+            if named and not self.model.failure(f"{parent}.{sub}"):
+                return Reach("unknown", f"unknown: {named}, which may import {parent}.{sub} by that name")
+        return r
+
+    def _reach(self, parent: str, sub: str, imported: frozenset[str] | Callable[[], frozenset[str]], depth: int = 0) -> Reach:
         full = f"{parent}.{sub}"
         entry = self.get(parent)
         facts = entry.facts if entry is not None and entry.kind in ("package", "module") else None
-        shadow = self.shadowed(parent)
-        if shadow is not None:
-            return shadow
         deleted = [line for name, line in (facts.deleted if facts else ()) if name == sub]
         prog = self.program(parent) if facts is not None and facts.syntax_error is None else None
         either = ""
@@ -668,13 +721,13 @@ class ModuleUniverse:
             if sub in names:
                 return Reach("bound", f"{where}:{imp.line} star-imports {sub} from {src}")
         handled, g = self.lazy_names(parent)
-        if g is not None and prog is not None and f.lazy is None and sub not in handled:
+        if g is not None and prog is not None and f.lazy is None and sub not in handled and not (prog.getattr and prog.getattr.delegates):
             got = self.getattr_verdict(parent, sub, prog.getattr)
             if got is not None:
                 return got
         if g is not None:
             if f.getattr is not None and f.getattr.delegate and sub not in handled and sub not in g.raising:
-                target = self.binding_target(parent, f.getattr.delegate)
+                target = self._delegate_module(parent, f.getattr.delegate)
                 if target and target != parent and depth < 4:
                     inner = self.reach(target, sub, lambda: imported | self.closure([target]), depth + 1)
                     if inner.works:
@@ -682,12 +735,46 @@ class ModuleUniverse:
                     if inner.is_trap:
                         return Reach("getattr-trap", f"{where}:{g.line} __getattr__ forwards to {target}, which has no {sub!r} ({inner.detail})")
                 return Reach("unknown", f"{where}:{g.line} __getattr__ forwards to {f.getattr.delegate}")
+            failed = self._getattr_import_fails(parent, sub, prog)
+            if failed:
+                return Reach("getattr-trap", f"{where}:{g.line} __getattr__ imports {full}, whose import fails ({failed}), "
+                             "and turns the ImportError into AttributeError")
             if sub in handled or g.generic:
                 return Reach("getattr", f"{where}:{g.line} __getattr__ serves {sub!r}", full)
             if g.fallback == "AttributeError" or sub in g.raising:
                 return Reach("getattr-trap", f"{where}:{g.line} __getattr__ raises AttributeError for {sub!r}")
             return Reach("unknown", f"{where}:{g.line} __getattr__ may serve {sub!r}")
-        return Reach("trap", f"{where} neither binds nor imports {sub}")
+        return Reach("trap", f"{where} neither binds nor imports {sub}{self._failed_import(full, imported)}")
+
+    def _named_in_a_call(self, parent: str, sub: str, imported: frozenset[str]) -> str:
+        """Where a module of ``parent``'s own folder that ``import parent`` loads passes ``sub``, the
+        bare module name, as a keyword argument of a call (astropy's ``parsing.lex(lextab="generic_lextab")``, which ply
+        imports by a name it builds): the model cannot see whether that import runs."""
+        for m in [parent] + [f"{parent}.{c}" for c in sorted(self.children.get(parent, ()))]:
+            if m not in imported:
+                continue
+            names = self._named.get(m)
+            if names is None:
+                names = self._named[m] = {}
+                prog = self.program(m)
+                for effects in [prog.effects] + [f.effects for f in prog.functions] if prog is not None else ():
+                    for e in effects:
+                        # keyword arguments only: a positional name is more often a library's
+                        # (cupy's `_preload_library('cutensor')`) than a module's
+                        for a in tuple(v for _, v in e.kwargs) if e.kind == "call" else ():
+                            if a.isidentifier():
+                                names.setdefault(a, f"{self.get(m).display}:{e.line} passes {a!r} to {e.callee}()")
+            if sub in names:
+                return names[sub]
+        return ""
+
+    def _failed_import(self, full: str, imported: frozenset[str]) -> str:
+        """``; <module:line> tries to import it, which fails: <why>`` when a module that runs does."""
+        for m in sorted(imported):
+            run = self.model.run(m) if m in self._programs else None
+            if run is not None and full in run.failed:
+                return f"; {run.failed[full]}"
+        return ""
 
 
 @dataclass(frozen=True)
@@ -741,6 +828,7 @@ def build_universe(artifacts: list, facts_for: Callable[[object, str, str], obje
         plat = environment.platform
         uni.sys_platform = "win32" if plat.startswith("win") else "darwin" if plat.startswith("macosx") else "linux" if plat.startswith("linux") else uni.sys_platform
         uni.os_name = "nt" if uni.sys_platform == "win32" else "posix"
+    uni.complete = environment is not None
     if environment is not None and environment.version:
         uni.python_version = tuple(int(p) for p in re.findall(r"\d+", environment.version)[:3])
     per: dict[int, dict[str, ModuleEntry]] = {}

@@ -32,6 +32,7 @@ rules as plain edits.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping
@@ -71,6 +72,16 @@ HOST_ARCH_CALLS = {
     "numba.cuda.get_current_device": "numba.cuda.get_current_device().compute_capability",
     "pynvml.nvmlDeviceGetCudaComputeCapability": "pynvml.nvmlDeviceGetCudaComputeCapability()",
 }
+#: Queries that raise on a machine without a GPU (or without nvidia-smi): run unprotected in a build
+#: script, they make the build itself fail there.  is_available()/device_count() answer instead.
+RAISING_QUERIES = frozenset({
+    "torch.cuda.current_device()", "torch.cuda.get_device_name()", "torch.cuda.get_device_properties()",
+    "torch.cuda.get_device_capability()", "cupy.cuda.runtime.getDeviceCount()", "cupy.cuda.Device().compute_capability",
+    "numba.cuda.get_current_device().compute_capability", "pynvml.nvmlInit()", "pynvml.nvmlDeviceGetCount()",
+    "pynvml.nvmlDeviceGetCudaComputeCapability()", "nvidia-smi", "nvidia-smi --query-gpu=compute_cap",
+})
+#: subprocess calls that raise when the program is missing (os.system and friends return a status)
+_RAISES_IF_MISSING = {"subprocess.run", "subprocess.check_output", "subprocess.check_call", "subprocess.call", "subprocess.Popen"}
 _SUBPROCESS = {
     "subprocess.run", "subprocess.check_output", "subprocess.check_call", "subprocess.call",
     "subprocess.Popen", "subprocess.getoutput", "subprocess.getstatusoutput", "os.system", "os.popen",
@@ -114,6 +125,11 @@ class Probe:
     fix_text: str = ""
     #: the fix may change behaviour beyond the intent (the script also targets ROCm...)
     fix_unsafe: bool = False
+    #: it raises on a machine without a GPU (a device query, an nvidia-smi subprocess)
+    raises: bool = False
+    #: what keeps it from running there unprotected: "override" (an environment variable or
+    #: flag is read first), "gpu-check" (is_available() first), "try", or "" (nothing)
+    guard: str = ""
 
 
 @dataclass(frozen=True)
@@ -150,6 +166,9 @@ class HostArch:
     text: str
     span: Span
     overrides: tuple[str, ...] = ()
+    #: as :attr:`Probe.raises` / :attr:`Probe.guard` (Python build scripts)
+    raises: bool = False
+    guard: str = ""
 
 
 @dataclass(frozen=True)
@@ -323,6 +342,8 @@ class _PythonBuild:
         self.host_archs: list[HostArch] = []
         self.mentions_rocm = bool(re.search(r"\b(hip|rocm|ROCM|HIP)\b", self.source))
         self._probe_cache: dict[int, Probe | None] = {}
+        self._parents: dict[int, ast.AST] | None = None
+        self._probe_nodes: dict[Span, ast.Call] = {}
 
     # probes ----------------------------------------------------------------
     def _probe(self, call: ast.Call, function: str) -> Probe | None:
@@ -337,9 +358,68 @@ class _PythonBuild:
             label = "shutil.which('nvidia-smi')"
         probe = None
         if label is not None:
-            probe = Probe(label, ast.get_source_segment(self.source, call) or label, _span(call, self.module), function)
+            probe = Probe(label, ast.get_source_segment(self.source, call) or label, _span(call, self.module), function,
+                          raises=_raises(label, d))
+            self._probe_nodes[probe.span] = call
         self._probe_cache[id(call)] = probe
         return probe
+
+    # what protects a query ---------------------------------------------------
+    def _parent_map(self) -> dict[int, ast.AST]:
+        if self._parents is None:
+            self._parents = {id(c): n for n in ast.walk(self.tree) for c in ast.iter_child_nodes(n)}
+        return self._parents
+
+    def guard(self, node: ast.AST, depth: int = 0) -> tuple[str, tuple[str, ...]]:
+        """(kind, overrides) of what keeps ``node`` from running unprotected on a GPU-less builder.
+
+        Walks out from the node: the test of an enclosing ``if``/conditional expression, the
+        operands before it in ``and``/``or``, a ``try`` body, the default of an environment
+        read; at a function, the weakest guard of its call sites in this file (a method or a
+        function called nowhere here runs unprotected: setuptools calls ``build_extensions``).
+        """
+        parents = self._parent_map()
+        best, names = "", ()
+        child, cur = node, parents.get(id(node))
+        while cur is not None:
+            found: tuple[str, tuple[str, ...]] = ("", ())
+            if isinstance(cur, (ast.If, ast.IfExp, ast.While)) and child is not cur.test:
+                found = self._guard_test(cur.test)
+            elif isinstance(cur, ast.BoolOp):
+                before = cur.values[: next(i for i, v in enumerate(cur.values) if v is child)]
+                for v in before:
+                    got = self._guard_test(v)
+                    found = got if _GUARD_RANK[got[0]] > _GUARD_RANK[found[0]] else found
+            elif isinstance(cur, ast.Try) and cur.handlers and any(child is b for b in cur.body):
+                found = ("try", ())
+            elif isinstance(cur, ast.Call) and child is not cur.func and (cur.args[:1] != [child]):
+                d = _dotted(cur.func, self.names) or ""
+                if d in _ENV_READS or d.endswith(("environ.get", ".getenv")):
+                    found = ("override", _env_names(cur, self.names, self.env_vars))
+            if _GUARD_RANK[found[0]] > _GUARD_RANK[best]:
+                best, names = found
+            if isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                if isinstance(cur, ast.Lambda) or depth >= 3:
+                    break
+                sites = [n for n in ast.walk(self.tree) if isinstance(n, ast.Call) and (
+                    (isinstance(n.func, ast.Name) and n.func.id == cur.name) or (isinstance(n.func, ast.Attribute) and n.func.attr == cur.name))]
+                if sites:
+                    outer = [self.guard(n, depth + 1) for n in sites]
+                    weakest = min(outer, key=lambda g: _GUARD_RANK[g[0]])
+                    if _GUARD_RANK[weakest[0]] > _GUARD_RANK[best]:
+                        best, names = weakest
+                break
+            child, cur = cur, parents.get(id(cur))
+        return best, tuple(dict.fromkeys(names))
+
+    def _guard_test(self, test: ast.AST) -> tuple[str, tuple[str, ...]]:
+        env = tuple(n for n in _env_names(test, self.names, self.env_vars) if n != "<environment>")
+        if env:
+            return "override", env
+        t = self.taint(test, "")
+        if any(not p.raises for p in t.probes.values()):
+            return "gpu-check", ()
+        return "", ()
 
     def taint(self, node: ast.AST | None, function: str) -> _Taint:
         """What the value of ``node`` depends on."""
@@ -529,10 +609,13 @@ class _PythonBuild:
             self.external.append(ExternalDecision(span, cond, module, name, controls, overrides, t.disablers))
 
     def _with_fix(self, probe: Probe) -> Probe:
+        """The probe as reported: its automatic fix, and its guard (known once the summaries are)."""
+        node = self._probe_nodes.get(probe.span)
+        guard = self.guard(node)[0] if node is not None else ""
         edits, text = _fix_probe(self.module, probe)
         if not edits:
-            return probe
-        return Probe(probe.label, probe.text, probe.span, probe.function, edits, text, self.mentions_rocm)
+            return dataclasses.replace(probe, guard=guard)
+        return Probe(probe.label, probe.text, probe.span, probe.function, edits, text, self.mentions_rocm, probe.raises, guard)
 
     def _host_archs(self) -> None:
         # a script that builds nothing (a GPU test script under scripts/) takes no architectures
@@ -551,14 +634,13 @@ class _PythonBuild:
                     if any("nvidia-smi" in s for s in _strings(n)) and any("compute_cap" in s for s in _strings(n)):
                         label = "nvidia-smi --query-gpu=compute_cap"
                 if label:
+                    guard, overrides = self.guard(n)
                     self.host_archs.append(HostArch(label, ast.get_source_segment(self.source, n) or label, _span(n, self.module),
-                                                    self._arch_override()))
+                                                    overrides if guard == "override" else (), _raises(label, d), guard))
             elif isinstance(n, ast.Constant) and isinstance(n.value, str) and _NATIVE_ARCH.search(n.value):
+                guard, overrides = self.guard(n)
                 self.host_archs.append(HostArch(_NATIVE_ARCH.search(n.value).group(1), repr(n.value), _span(n, self.module),
-                                                self._arch_override()))
-
-    def _arch_override(self) -> tuple[str, ...]:
-        return ("TORCH_CUDA_ARCH_LIST",) if "TORCH_CUDA_ARCH_LIST" in self.source else ()
+                                                overrides if guard == "override" else (), False, guard))
 
     def module_summaries(self) -> tuple[tuple[FunctionSummary, ...], tuple[FunctionSummary, ...]]:
         funcs = []
@@ -574,6 +656,16 @@ class _PythonBuild:
                 probes = tuple(self._with_fix(p) for p in sorted(t.probes.values(), key=lambda p: p.span.line))
                 variables.append(FunctionSummary(name, probes, t.overrides))
         return tuple(funcs), tuple(variables)
+
+
+_GUARD_RANK = {"": 0, "try": 1, "gpu-check": 1, "override": 2}
+
+
+def _raises(label: str, called: str) -> bool:
+    """Whether a query labelled ``label`` (made by calling ``called``) raises without a GPU."""
+    if label.startswith("nvidia-smi"):
+        return called in _RAISES_IF_MISSING or called.endswith(("subprocess.run", "check_output"))
+    return label in RAISING_QUERIES
 
 
 def _negated(node: ast.AST) -> bool:
@@ -828,7 +920,7 @@ class BuildExtractor(Extractor):
     """Build-script facts: GPU probes deciding CUDA builds, host GPU architectures."""
 
     name = "build"
-    version = 2  # 2: a pass over the shared parses (a script that does not parse is the format check's CU007)
+    version = 3  # 3: whether a query raises without a GPU, and what guards it
 
     def applies(self, member: Member) -> bool:
         if member.kind is MemberKind.BUILD and not member.path.endswith(".py"):

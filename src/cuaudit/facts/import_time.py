@@ -30,6 +30,7 @@ reported once, by the format layer and python_source).
 from __future__ import annotations
 
 import ast
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -43,13 +44,16 @@ class Condition:
 
     ``try_imports``: for an ``except ImportError`` handler, the modules the
     ``try`` body imports (``(module, name, level)``); the handler runs only if
-    one of them fails.
+    one of them fails.  ``<try-else>``: the ``else`` of such a ``try`` (runs
+    only if none failed).
     """
 
     expr: str
     truth: bool
     line: int
     try_imports: tuple[tuple[str, str, int], ...] = ()
+    #: a handler (or ``else``) of a ``try`` that catches ImportError: the ``try``'s line
+    try_line: int = 0
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,10 @@ class Effect:
     kind: str
     line: int
     conditions: tuple[Condition, ...] = ()
+    #: the lines of the ``try`` blocks (and ``with suppress(ImportError)``) around it that
+    #: catch an ImportError without re-raising it, outermost first: a failed import there
+    #: does not fail the module, it skips the rest of that block
+    try_lines: tuple[int, ...] = ()
     module: str = ""
     name: str = ""
     level: int = 0
@@ -74,6 +82,8 @@ class Effect:
     callee: str = ""
     args: tuple[str, ...] = ()
     value: str = ""
+    #: a call's keyword arguments that are string literals (``lextab="generic_lextab"``)
+    kwargs: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -104,6 +114,13 @@ class GetattrModel:
     literals: tuple[str, ...] = ()
     fallback: str = "unknown"
     fallback_callee: str = ""
+    #: it imports ``<prefix><name>`` (``"pkg.plugins."``; ``"."``: relative to the module itself)
+    imports_prefix: str = ""
+    #: that import sits in a ``try`` whose ``except ImportError`` raises AttributeError (imageio's plugins)
+    import_error_raises: bool = False
+    #: objects whose attributes it serves for any name (``if hasattr(linear_operator.utils, name):
+    #: return getattr(linear_operator.utils, name)``): its tables do not bound what it serves
+    delegates: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -146,7 +163,7 @@ class ImportTimeExtractor(Extractor):
 
     name = "import_time"
     decoded_lazily = True
-    version = 5
+    version = 7  # 7: try blocks, failed-import guards, __getattr__ delegates, call keywords
 
     def applies(self, member: Member) -> bool:
         return member.kind in (MemberKind.PYTHON, MemberKind.BUILD) and member.path.endswith(".py")
@@ -265,9 +282,11 @@ def _calls_in_one(n: ast.Call, conds: tuple[Condition, ...]) -> Iterator[Effect]
                 package = kw.value.id
         # `__import__(place)` with `place` a parameter: the caller's literal (numpy's add_newdoc)
         variable = arg.id if isinstance(arg, ast.Name) else ""
-        yield Effect("dynamic-import", n.lineno, conds, module=literal, name=package, bound=variable)
+        yield Effect("dynamic-import", n.lineno, conds, module=literal, name=package, bound=variable, callee=name)
     elif name:
-        yield Effect("call", n.lineno, conds, callee=name, args=_literal_strings(n.args))
+        kwargs = tuple((k.arg, k.value.value) for k in n.keywords
+                       if k.arg and isinstance(k.value, ast.Constant) and isinstance(k.value.value, str))
+        yield Effect("call", n.lineno, conds, callee=name, args=_literal_strings(n.args), kwargs=kwargs)
 
 
 def _ends_in_raise_attribute_error(body: list[ast.stmt]) -> bool:
@@ -280,6 +299,18 @@ def _ends_in_raise_attribute_error(body: list[ast.stmt]) -> bool:
     if isinstance(last, ast.If):
         return _ends_in_raise_attribute_error(last.body) and _ends_in_raise_attribute_error(last.orelse)
     return False
+
+
+def _catches_import_error(node: ast.expr | None) -> bool:
+    """An ``except`` clause's type (None: bare) that catches ImportError."""
+    if node is None:
+        return True
+    types = node.elts if isinstance(node, ast.Tuple) else [node]
+    return any(dotted(t).rpartition(".")[2] in ("ImportError", "ModuleNotFoundError", "Exception", "BaseException") for t in types)
+
+
+def _ends_in_raise(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], ast.Raise)
 
 
 class _Reader:
@@ -316,6 +347,15 @@ class _Reader:
     def block(self, body: list[ast.stmt], conds: tuple[Condition, ...]) -> None:
         for node in body:
             self.statement(node, conds)
+
+    def guarded_block(self, body: list[ast.stmt], conds: tuple[Condition, ...], try_line: int) -> None:
+        """A block whose ImportError is caught at ``try_line`` (0: not caught)."""
+        start = len(self.effects)
+        self.block(body, conds)
+        if try_line:
+            for i in range(start, len(self.effects)):
+                e = self.effects[i]
+                self.effects[i] = dataclasses.replace(e, try_lines=(try_line,) + e.try_lines)
 
     def bind(self, name: str, line: int, conds: tuple[Condition, ...], value: str = "") -> None:
         self.assigned[name] = self.assigned.get(name, 0) + 1
@@ -377,18 +417,21 @@ class _Reader:
             self.block(node.body, conds + (Condition(text, True, line),))
             self.block(node.orelse, conds + (Condition(text, False, line),))
         elif isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
-            self.block(node.body, conds)
+            guards = any(_catches_import_error(h.type) and not _ends_in_raise(h.body) for h in node.handlers)
+            self.guarded_block(node.body, conds, line if guards else 0)
             tried = tuple((e.module, e.name, e.level) for e in self.effects_of(node.body) if e.kind == "import")
             for h in node.handlers:
                 names = {dotted(t) for t in ([h.type] if not isinstance(h.type, ast.Tuple) else h.type.elts)} if h.type is not None else {""}
+                try_line = line if _catches_import_error(h.type) else 0
                 if names & {"ImportError", "ModuleNotFoundError"} and tried:
-                    cond = Condition("<except ImportError>", True, h.lineno, tried)
+                    cond = Condition("<except ImportError>", True, h.lineno, tried, try_line)
                 else:
-                    cond = Condition(f"<except {ast.unparse(h.type) if h.type is not None else ''}>".replace(" >", ">"), True, h.lineno)
+                    cond = Condition(f"<except {ast.unparse(h.type) if h.type is not None else ''}>".replace(" >", ">"), True, h.lineno,
+                                     try_line=try_line)
                 if h.name:
                     self.bind(h.name, h.lineno, conds + (cond,))
                 self.block(h.body, conds + (cond,))
-            self.block(node.orelse, conds)
+            self.block(node.orelse, conds + ((Condition("<try-else>", True, line, try_line=line),) if guards else ()))
             self.block(node.finalbody, conds)
         elif isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
             loop = Condition(f"<loop at line {line}>", True, line)
@@ -402,11 +445,16 @@ class _Reader:
             self.block(node.body, conds + (loop,))
             self.block(node.orelse, conds + (loop,))
         elif isinstance(node, (ast.With, ast.AsyncWith)):
+            suppresses = False
             for item in node.items:
                 self.effects.extend(_calls_in(item.context_expr, conds))
                 if isinstance(item.optional_vars, ast.Name):
                     self.bind(item.optional_vars.id, line, conds)
-            self.block(node.body, conds)
+                ctx = item.context_expr
+                # numcodecs: `with suppress(ImportError): from .msgpacks import MsgPack`
+                if isinstance(ctx, ast.Call) and dotted(ctx.func).rpartition(".")[2] == "suppress":
+                    suppresses = suppresses or any(_catches_import_error(a) for a in ctx.args)
+            self.guarded_block(node.body, conds, line if suppresses else 0)
         elif isinstance(node, ast.Match):
             for case in node.cases:
                 self.block(case.body, conds + (Condition(f"<match case at line {case.pattern.lineno}>", True, case.pattern.lineno),))
@@ -525,4 +573,83 @@ class _Reader:
                 ret = last.value
                 if dotted(ret.func) and ret.args and isinstance(ret.args[0], ast.Name) and ret.args[0].id == param and not tables:
                     fallback, callee = "call", dotted(ret.func)
-        return GetattrModel(node.lineno, tuple(sorted(tables)), tuple(sorted(literals)), fallback, callee)
+        prefix, converts = _name_import(node, param)
+        return GetattrModel(node.lineno, tuple(sorted(tables)), tuple(sorted(literals)), fallback, callee, prefix, converts,
+                            _delegates(node.body, param))
+
+
+def _delegates(body: list[ast.stmt], param: str) -> tuple[str, ...]:
+    """``X`` of ``hasattr(X, name)`` tests and of ``getattr(X, name)`` calls not behind a test of the
+    name against a table (cupy's ``if name in _deprecated_apis: return getattr(_numpy, name)``)."""
+    found: list[str] = []
+
+    def by_name(call: ast.AST, func: str) -> str:
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == func and len(call.args) >= 2
+                and isinstance(call.args[1], ast.Name) and call.args[1].id == param):
+            return dotted(call.args[0])
+        return ""
+
+    def tests_name(test: ast.AST) -> bool:
+        return any(isinstance(n, ast.Compare) and any(isinstance(x, ast.Name) and x.id == param for x in [n.left, *n.comparators])
+                   for n in ast.walk(test))
+
+    def visit(stmts: list[ast.stmt]) -> None:
+        for st in stmts:
+            if isinstance(st, ast.If):
+                found.extend(x for x in (by_name(n, "hasattr") for n in ast.walk(st.test)) if x)
+                if not tests_name(st.test):
+                    visit(st.body)
+                visit(st.orelse)
+                continue
+            if isinstance(st, (ast.Try, ast.With, ast.For, ast.While)):
+                visit(getattr(st, "body", []) + getattr(st, "orelse", []) + getattr(st, "finalbody", []))
+                for h in getattr(st, "handlers", []):
+                    visit(h.body)
+                continue
+            found.extend(x for x in (by_name(n, "getattr") for n in ast.walk(st)) if x)
+
+    visit(body)
+    # pydantic's `module = import_module(...); getattr(module, name)`: a local holding what the
+    # tables chose is no delegate
+    local = {n.id for st in body for n in ast.walk(st) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    return tuple(dict.fromkeys(x for x in found if x.split(".")[0] not in local))
+
+
+def _name_import(func: ast.FunctionDef | ast.AsyncFunctionDef, param: str) -> tuple[str, bool]:
+    """(prefix, converts): ``__getattr__`` imports ``f"<prefix>{name}"`` (``"."``: relative to the
+    module); ``converts``: inside a ``try`` whose ImportError handler raises AttributeError."""
+
+    def prefix_of(call: ast.Call) -> str:
+        if dotted(call.func).rpartition(".")[2] not in ("import_module", "__import__") or not call.args:
+            return ""
+        arg = call.args[0]
+        head: ast.AST | None = None
+        if isinstance(arg, ast.JoinedStr) and len(arg.values) == 2 and isinstance(arg.values[1], ast.FormattedValue):
+            head, tail = arg.values[0], arg.values[1].value
+        elif isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Add):
+            head, tail = arg.left, arg.right
+        else:
+            return ""
+        if not (isinstance(tail, ast.Name) and tail.id == param and isinstance(head, ast.Constant) and isinstance(head.value, str)):
+            return ""
+        text = head.value
+        if text.startswith(".") and text != ".":
+            return ""  # a relative prefix deeper than the module itself: not modelled
+        return text if text.endswith(".") else ""
+
+    for sub in ast.walk(func):
+        if isinstance(sub, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+            found = ""
+            for n in sub.body:
+                for c in ast.walk(n):
+                    if isinstance(c, ast.Call) and prefix_of(c):
+                        found = prefix_of(c)
+            if found:
+                converts = any(
+                    _catches_import_error(h.type) and _ends_in_raise_attribute_error(h.body) for h in sub.handlers
+                )
+                return found, converts
+    for sub in ast.walk(func):
+        if isinstance(sub, ast.Call) and prefix_of(sub):
+            return prefix_of(sub), False
+    return "", False

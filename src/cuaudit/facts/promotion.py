@@ -141,6 +141,17 @@ class FusedScalar:
 
 
 @dataclass(frozen=True)
+class FusedCallScalar:
+    """A Python scalar passed as an argument to a ``cupy.fuse`` kernel (CU407)."""
+
+    span: Span
+    text: str
+    value: str
+    kernel: str
+    position: int  # 0-based argument position
+
+
+@dataclass(frozen=True)
 class CanCastScalar:
     """``numpy.can_cast``/``cupy.can_cast`` with a Python scalar first argument (CU402)."""
 
@@ -186,6 +197,7 @@ class PromotionFacts:
     can_cast: tuple[CanCastScalar, ...] = ()
     changed: tuple[ChangedOperation, ...] = ()
     copyto: tuple[CopytoScalar, ...] = ()
+    fused_calls: tuple[FusedCallScalar, ...] = ()
     imports_cupy: bool = False
     imports_numpy: bool = False
 
@@ -214,6 +226,7 @@ class _Analysis:
         self.column = module.column
         self.aliases: dict[str, str] = {}
         self.fused: list[FusedScalar] = []
+        self.fused_calls: list[FusedCallScalar] = []
         self.can_cast: list[CanCastScalar] = []
         self.changed: list[ChangedOperation] = []
         self.copyto: list[CopytoScalar] = []
@@ -397,6 +410,7 @@ class _Analysis:
         all_nodes = [n for sc in scopes for n in sc.nodes]
         self.collect_imports(all_nodes)
         fused_names = self.fused_by_call(all_nodes)
+        kernels = self.kernel_names(all_nodes)
         derived: list[tuple[dict[str, Any], dict[str, _Typed]]] = []
         for sc in scopes:
             parent = sc.parent
@@ -413,11 +427,28 @@ class _Analysis:
             for node in sc.nodes:
                 if isinstance(node, (ast.Call, ast.BinOp, ast.AugAssign)):
                     self.check_node(node, scalars, env)
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in kernels:
+                    for i, arg in enumerate(node.args):
+                        ok, value = self.literal(arg, scalars)
+                        if ok and not isinstance(value, bool):
+                            self.fused_calls.append(FusedCallScalar(self.span(arg), self.text(arg), repr(value), node.func.id, i))
         self.module_scalars, self.module_types = derived[0]
 
     def is_fuse(self, node: ast.AST) -> bool:
         target = node.func if isinstance(node, ast.Call) else node
         return self.qualname(target) in ("cupy.fuse", "cupyx.fuse")
+
+    def kernel_names(self, nodes: Iterable[ast.AST]) -> set[str]:
+        """Names that call a fused kernel: decorated functions and ``k = cp.fuse(f)`` targets."""
+        out: set[str] = set()
+        for node in nodes:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(self.is_fuse(d) for d in node.decorator_list):
+                out.add(node.name)
+            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and (
+                self.is_fuse(node.value.func) or (isinstance(node.value.func, ast.Call) and self.is_fuse(node.value.func))
+            ):
+                out.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        return out
 
     def fused_by_call(self, nodes: Iterable[ast.AST]) -> set[str]:
         """Functions made kernels by a call: ``k = cp.fuse(f)``, ``cp.fuse(kernel_name='k')(f)``."""
@@ -806,6 +837,7 @@ def promotion_facts(module: PythonModule) -> PromotionFacts:
         can_cast=tuple(analysis.can_cast),
         changed=tuple(sorted(set(analysis.changed), key=lambda c: (c.span.line, c.span.column, c.kind))),
         copyto=tuple(analysis.copyto),
+        fused_calls=tuple(analysis.fused_calls),
         imports_cupy=any(v.split(".")[0] in ("cupy", "cupyx") for v in values),
         imports_numpy=any(v.split(".")[0] == "numpy" for v in values),
     )
@@ -820,7 +852,7 @@ class PromotionSourceExtractor(Extractor):
     """
 
     name = "promotion_source"
-    version = 4  # 4: full facts for installed distributions too; a pass over the shared parse
+    version = 5  # 5: Python scalars passed to fused kernels (CU407)
 
     def applies(self, member: Member) -> bool:
         return member.kind is MemberKind.PYTHON or (member.kind is MemberKind.BUILD and member.path.endswith(".py"))

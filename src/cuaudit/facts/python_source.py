@@ -99,7 +99,8 @@ class GetattrInfo:
     generic: bool = False
     fallback: str = "unknown"
     source: str = "def"  # def | lazy_loader.attach | lazy_loader.attach_stub
-    #: ``getattr(<delegate>, name)``: the local name of the module it forwards to
+    #: ``getattr(<delegate>, name)``: the local name (or dotted path: ``linear_operator.utils``)
+    #: of the module it forwards to
     delegate: str | None = None
 
 
@@ -188,7 +189,7 @@ class PythonSourceExtractor(Extractor):
 
     name = "python_source"
     decoded_lazily = True
-    version = 9  # 9: a pass over the shared parse; lines split as Python's tokenizer splits them
+    version = 10  # 10: a __getattr__ may forward to a dotted module path
 
     def applies(self, member: Member) -> bool:
         if member.kind not in (MemberKind.PYTHON, MemberKind.STUB, MemberKind.BUILD) or not member.path.endswith((".py", ".pyi")):
@@ -867,10 +868,13 @@ class _Visitor:
         for sub in ast.walk(node):
             if (
                 isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id == "getattr"
-                and len(sub.args) == 2 and isinstance(sub.args[0], ast.Name)
+                and len(sub.args) == 2 and isinstance(sub.args[0], (ast.Name, ast.Attribute))
                 and isinstance(sub.args[1], ast.Name) and sub.args[1].id == param
             ):
-                delegate = sub.args[0].id
+                # gpytorch.utils: `getattr(linear_operator.utils, name)`, a dotted module path
+                chain = (sub.args[0].id, ()) if isinstance(sub.args[0], ast.Name) else _chain(sub.args[0])
+                if chain is not None:
+                    delegate = ".".join((chain[0],) + chain[1])
                 break
         explicit = [h for h in handled if h not in raising]
         # an import of f".{name}" guarded by a membership test serves only those names

@@ -105,6 +105,14 @@ class _GpuProbeRule(Rule):
             else:
                 off = f" ({', '.join(d.disablers)} can only turn it off)" if d.disablers else ""
                 tail = f"; nothing can override it{off}: on a GPU-less build machine the wheel silently has no CUDA kernels"
+            raising = list(dict.fromkeys(p.label for p in d.probes if p.raises))
+            crash = [p.label for p in d.probes if p.raises and not p.guard]
+            if crash:
+                # the query itself raises on a GPU-less builder, before anything can override it
+                tail = f"; on a build machine without a GPU, {', '.join(dict.fromkeys(crash))} raises and the build fails"
+            elif raising and d.overrides:
+                tail = (f"; on a build machine without a GPU, {', '.join(raising)} raises unless "
+                        f"{', '.join(d.overrides)} is set")
             msg = f"{d.controls} is built only if {probes}{where}{via} finds a GPU on the build machine{tail}"
             # The location is the probe itself when it is in this file (what --fix rewrites).
             span = d.probes[0].span if d.probes and not helper and len(d.probes) == 1 else d.span
@@ -120,8 +128,10 @@ class _GpuProbeRule(Rule):
                     "overrides": list(d.overrides),
                     "disablers": list(d.disablers),
                     "helper": helper,
+                    "raises_without_gpu": raising,
                 },
                 key=f"{d.probes[0].label if d.probes else ''}:{d.controls}",
+                severity=Severity.ERROR if crash else None,
             )
 
 
@@ -201,7 +211,11 @@ class OverridableGpuProbeDecidesCudaBuild(_GpuProbeRule):
 
     ## Fix safety
     As CU501: the probe is replaced by `torch.version.cuda is not None` and
-    the override is kept.
+    the override is kept. The finding is an error, not a warning, when the
+    probe is a device query that raises without a GPU
+    (`get_device_properties()`, `nvidia-smi` run by `check_output`) and runs
+    before any override or GPU check is tested: the build fails there
+    whatever the packager sets.
     """
 
     code = "CU502"
@@ -240,8 +254,13 @@ class BuildHostGpuArchitecture(Rule):
 
     ## Fix safety
     No automatic fix: which GPUs to support is the project's choice. The
-    severity is lowered to info when an override (`TORCH_CUDA_ARCH_LIST`, a
-    guarded `set`) exists.
+    severity follows the consequence on a GPU-less builder: error when a
+    device query that raises there (`get_device_capability()`,
+    `nvidia-smi` run by `check_output`) runs with nothing guarding it, so the
+    build itself fails; warning when it runs behind `is_available()` or a
+    `try`; info when an override read first decides (an environment variable
+    such as `TORCH_CUDA_ARCH_LIST`/`CUDAARCHS` tested in the enclosing `if`,
+    directly or through a variable assigned from it; a guarded CMake `set`).
     """
 
     code = "CU503"
@@ -255,14 +274,25 @@ class BuildHostGpuArchitecture(Rule):
             if not isinstance(fact, BuildScript):
                 continue
             for h in fact.host_archs:
-                over = f"; {', '.join(h.overrides)} can override it" if h.overrides else ""
+                if h.overrides:
+                    tail, severity = f"; {', '.join(h.overrides)} can override it", Severity.INFO
+                elif h.guard in ("gpu-check", "try"):
+                    how = "a GPU check" if h.guard == "gpu-check" else "a try/except"
+                    tail, severity = f"; it runs behind {how}, so a GPU-less builder takes the script's fallback", None
+                elif h.raises:
+                    tail, severity = (f"; nothing guards it: on a build machine without a GPU {h.label} raises and the "
+                                      "build fails"), Severity.ERROR
+                else:
+                    tail, severity = "", None
                 yield self.finding(
                     _location(art, member.path, h.span),
                     f"GPU architectures come from the build machine ({h.label}): the wheel will only run on GPUs like "
-                    f"the builder's, and a GPU-less builder has none{over}",
+                    f"the builder's, and a GPU-less builder has none{tail}",
                     fix="List the architectures to support explicitly (e.g. TORCH_CUDA_ARCH_LIST=\"7.5 8.0 8.6 9.0+PTX\", "
-                    "CMAKE_CUDA_ARCHITECTURES=\"75;80;86;90\"), overridable by the packager.",
-                    evidence={"source": h.label, "text": h.text, "overrides": list(h.overrides)},
+                    "CMAKE_CUDA_ARCHITECTURES=\"75;80;86;90\"), overridable by the packager; query the device only "
+                    "behind that override and `torch.cuda.is_available()`.",
+                    evidence={"source": h.label, "text": h.text, "overrides": list(h.overrides), "guard": h.guard,
+                              "raises_without_gpu": h.raises},
                     key=h.label,
-                    severity=Severity.INFO if h.overrides else None,
+                    severity=severity,
                 )

@@ -355,6 +355,74 @@ class CanCastPythonScalar(_SourceRule):
                 )
 
 
+class FusedKernelPythonScalarArgument(_SourceRule):
+    """## What it does
+    Finds calls of a `cupy.fuse` kernel (a decorated function, or `k =
+    cupy.fuse(f)`) that pass a Python scalar as an argument: a literal, a
+    name bound only to one, `math.pi`.
+
+    Severity follows the versions in play, as for CU401: **warning** when
+    CuPy 13.0-13.4.0 can meet NumPy >= 2, **info** otherwise.
+
+    ## Why is this bad?
+    Measured on an H100 with CuPy 13.3.0 and NumPy 2.0.2, 2.2.6 and 2.5.2
+    (`scripts/device/nep50_conditions.py`, docs/promotion.md): both of
+    CuPy 13.3.0's fusion implementations treat a Python float argument as
+    float64 and a Python int as int64, so `k(x_float32, 5.0)` returns
+    float64 where NumPy 2 (NEP 50) and CuPy 14 keep float32 (int32 for an
+    int32 array and a Python int). Nothing fails: results silently change
+    dtype, precision, memory and speed. Other 13.x releases were not
+    measured; they share the fusion code.
+
+    ## Example
+    ```python
+    @cupy.fuse()
+    def scale(x, h):
+        return 1.0 - (x * x) / (h * h)
+
+    y = scale(x32, 5.0)          # float64 with CuPy 13.3.0
+    ```
+
+    ## Use instead
+    ```python
+    y = scale(x32, numpy.float32(5.0))   # float32 everywhere
+    ```
+    or require `cupy>=14`.
+
+    ## Fix safety
+    No automatic fix: the scalar type to pass is the kernel's intent.
+    """
+
+    code = "CU407"
+    name = "fuse-python-scalar-argument"
+    summary = "A Python scalar passed to a cupy.fuse kernel (float64/int64 result with CuPy 13.3.0, where NumPy 2 keeps the array's dtype)"
+    severity = Severity.WARNING
+
+    def check(self, ctx: "RuleContext") -> Iterable[Finding]:
+        for art, member, facts in self.facts(ctx):
+            if not facts.fused_calls or art.ref.kind is ArtifactKind.INSTALLED:
+                continue
+            verdict = versions_for(ctx, art).fuse_verdict()
+            sev = verdict.severity(admitted=Severity.WARNING, unknown=Severity.INFO)
+            for c in facts.fused_calls:
+                is_int = c.value.lstrip("-").isdigit()
+                wide = "int64" if is_int else "float64"
+                widens = "int64, or float64 with float32 arrays" if is_int else "float64"
+                yield self.finding(
+                    _location(art, member.path, c.span, symbol=c.kernel),
+                    f"Python scalar `{c.text}` is passed to cupy.fuse kernel `{c.kernel}` (argument {c.position + 1}): "
+                    f"CuPy 13.3.0's fusion types it as {wide}, not as a weak Python scalar (measured on an H100), so "
+                    f"results computed with it widen ({widens}) where NumPy 2 and CuPy 14 keep the array's dtype; "
+                    f"{verdict.evidence}",
+                    fix=Fix(user="Pass a NumPy scalar of the intended dtype, or use cupy>=14.",
+                            maintainer=f"Pass `numpy.float32({c.text})` (or the array's dtype) instead of a Python scalar."),
+                    evidence={"scalar": c.text, "value": c.value, "kernel": c.kernel, "position": c.position,
+                              "versions": verdict.state, "why": verdict.evidence},
+                    key=f"{c.kernel}:{c.position}:{c.text}",
+                    severity=sev,
+                )
+
+
 class CopytoPythonScalar(_SourceRule):
     """## What it does
     Finds `cupy.copyto(dst, src)` whose `src` is a Python scalar, and
