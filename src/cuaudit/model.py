@@ -267,6 +267,9 @@ class EnvironmentInfo:
     site_dirs: tuple[str, ...]
     sys_path: tuple[str, ...]
     environ: Mapping[str, str] = field(default_factory=dict)  # LD_LIBRARY_PATH, CUDA_HOME, CONDA_PREFIX ...
+    #: every installed distribution is among the audited artifacts; False where a command audits
+    #: only some of them (explain): a module of another distribution is then unknown, not missing
+    complete: bool = True
 
 
 class InputError(Exception):

@@ -828,7 +828,7 @@ def build_universe(artifacts: list, facts_for: Callable[[object, str, str], obje
         plat = environment.platform
         uni.sys_platform = "win32" if plat.startswith("win") else "darwin" if plat.startswith("macosx") else "linux" if plat.startswith("linux") else uni.sys_platform
         uni.os_name = "nt" if uni.sys_platform == "win32" else "posix"
-    uni.complete = environment is not None
+    uni.complete = environment is not None and environment.complete
     if environment is not None and environment.version:
         uni.python_version = tuple(int(p) for p in re.findall(r"\d+", environment.version)[:3])
     per: dict[int, dict[str, ModuleEntry]] = {}

@@ -127,5 +127,10 @@ def audit_scope(
     if target_archs:
         config = dataclasses.replace(config, target_archs=tuple(target_archs))
     unique = list(dict.fromkeys(dists))
-    env = Environment(installed.environment.info, unique) if installed is not None and unique else None
+    env = None
+    if installed is not None and unique:
+        info = installed.environment.info
+        if len(unique) < len(installed.environment.distributions):
+            info = dataclasses.replace(info, complete=False)  # the others are installed, just not audited
+        env = Environment(info, unique)
     return audit(list(paths), env=env, config=config, command="explain")
