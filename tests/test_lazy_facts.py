@@ -1,5 +1,5 @@
 """Facts decoded when read (``Extractor.decoded_lazily``, ``engine.Facts``) and the collector
-paused while facts are unpickled (``store.gc_paused``): speed work that must not change a fact."""
+paused while facts are unpickled (``heap.gc_paused``): speed work that must not change a fact."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from conftest import make_tree
 
 from cuaudit.config import Config
 from cuaudit.engine import Facts, Pickled, gather
-from cuaudit.store import gc_paused
+from cuaudit.heap import gc_paused
 
 #: modules with imports, calls and functions: the import-time program and python_source have work
 FILES = {

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import os
 import sys
@@ -14,7 +13,7 @@ import traceback
 import zipfile
 import zlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence
 
 from cuaudit import facts as facts_registry
 from cuaudit import rules as rules_registry
@@ -38,7 +37,8 @@ from cuaudit.model import (
 )
 from cuaudit.probe import Prober
 from cuaudit import snapshot
-from cuaudit.store import FactStore, default_cache_dir, gc_paused
+from cuaudit.heap import fewer_full_collections, gc_paused
+from cuaudit.store import FactStore, default_cache_dir
 
 if TYPE_CHECKING:  # pragma: no cover
     from cuaudit.inputs.environment import Environment
@@ -128,24 +128,6 @@ def _shared_bytes(artifact: Artifact, member: Member, names: tuple[str, ...]) ->
         return None
 
 
-@contextlib.contextmanager
-def fewer_full_collections() -> Iterator[None]:
-    """Collect cycles among young objects only, for the duration of an audit.
-
-    Parsing builds millions of short-lived AST nodes while the facts gathered
-    so far stay alive: with the default thresholds the collector traverses
-    everything alive again and again (a cold check of numpy 2.0.2 spent 4 of its
-    10.7 s CPU there, cupy 14.2.0 about 1.9 of 7.8 s).  Trees are freed by
-    reference counting; the few cycles made are young and still collected.
-    """
-    saved = gc.get_threshold()
-    gc.set_threshold(max(saved[0], 10_000), max(saved[1], 10), max(saved[2], 1_000_000))
-    try:
-        yield
-    finally:
-        gc.set_threshold(*saved)
-
-
 def _usable_cpus() -> int:
     """CPUs this process may run on (a container's limit, not the host's count)."""
     try:
@@ -198,7 +180,7 @@ class Facts(dict):
         if type(value) is Pickled:
             import pickle
 
-            # decoded facts live on (see store.gc_paused): 12,029 programs decoded with the
+            # decoded facts live on (see heap.gc_paused): 12,029 programs decoded with the
             # collector on cost 19 s of a profiled cached run on the accuracy-venv
             with gc_paused():
                 value = pickle.loads(value)
@@ -414,7 +396,7 @@ class Extraction:
                 # with the parent instead of being copied when a collection touches them.
                 gc.freeze()
                 with ProcessPoolExecutor(max_workers=min(jobs, len(groups)), mp_context=ctx) as pool, \
-                        gc_paused():  # the parent only gathers results (see store.gc_paused)
+                        gc_paused():  # the parent only gathers results (see heap.gc_paused)
                     if ctx is not None:
                         # Forked workers inherit the artifacts: send indexes, not a pickled artifact
                         # per group (torch's wheel: 11 499 members, 1.5 MB and a re-read of its zip

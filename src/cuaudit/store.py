@@ -8,17 +8,16 @@ dataclasses; a value that no longer unpickles is a miss, never an error.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
 import pickle
 import shutil
 import sqlite3
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 from cuaudit import __version__
+from cuaudit.heap import gc_paused
 
 _SCHEMA = 1
 _MISS = object()
@@ -31,27 +30,6 @@ def default_cache_dir() -> str:
     from platformdirs import user_cache_dir
 
     return user_cache_dir("cuaudit", appauthor=False)
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection while a block builds many objects that live on (unpickled facts).
-
-    Facts are frozen dataclasses of tuples and strings: refcounting frees them, and
-    no cycle is made while they are read.  With the collector on, each collection
-    walked the growing heap again: unpickling the 133 fact bundles of an
-    88-distribution environment took 29 s, 4.8 s without (accuracy-venv).
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        # what was built lives on: frozen, the next collections do not walk it (they would, three
-        # generations deep, as soon as the collector is back: 3 s of 17 after the 88 bundles above)
-        gc.freeze()
-        if enabled:
-            gc.enable()
 
 
 class FactStore:

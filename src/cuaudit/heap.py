@@ -1,0 +1,54 @@
+"""The cyclic collector's policy for an audit: what lives long is never walked again.
+
+An audit holds millions of long-lived facts (frozen dataclasses of tuples and
+strings: no cycles) while parsing makes millions of short-lived AST nodes.  With
+the default settings every full collection walks the facts again.  Both
+measures are here so that the whole policy reads in one place:
+``gc_paused`` while facts are unpickled (then frozen), ``fewer_full_collections``
+while extracting and running rules.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+from typing import Iterator
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a block builds many objects that live on (unpickled facts).
+
+    Facts are frozen dataclasses of tuples and strings: refcounting frees them, and
+    no cycle is made while they are read.  With the collector on, each collection
+    walked the growing heap again: unpickling the 133 fact bundles of an
+    88-distribution environment took 29 s, 4.8 s without (accuracy-venv).
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        # what was built lives on: frozen, the next collections do not walk it (they would, three
+        # generations deep, as soon as the collector is back: 3 s of 17 after the 88 bundles above)
+        gc.freeze()
+        if enabled:
+            gc.enable()
+
+
+@contextlib.contextmanager
+def fewer_full_collections() -> Iterator[None]:
+    """Collect cycles among young objects only, for the duration of an audit.
+
+    Parsing builds millions of short-lived AST nodes while the facts gathered
+    so far stay alive: with the default thresholds the collector traverses
+    everything alive again and again (a cold check of numpy 2.0.2 spent 4 of its
+    10.7 s CPU there, cupy 14.2.0 about 1.9 of 7.8 s).  Trees are freed by
+    reference counting; the few cycles made are young and still collected.
+    """
+    saved = gc.get_threshold()
+    gc.set_threshold(max(saved[0], 10_000), max(saved[1], 10), max(saved[2], 1_000_000))
+    try:
+        yield
+    finally:
+        gc.set_threshold(*saved)
