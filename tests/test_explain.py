@@ -123,6 +123,20 @@ def test_submodule_attribute_names_the_import_and_the_rule(cli, trap_env):
     assert doc["findings"][0]["location"]["symbol"] == "trappkg.comm.nccl"
 
 
+def test_an_environment_narrowed_to_one_distribution_keeps_the_others_installed(cli, tmp_path):
+    # explain audits only the distribution of the module named; the import of another installed
+    # distribution must not count as failing (cupy.cuda.nccl was CU101 when numpy was left out)
+    dep = make_wheel(tmp_path, "depdist", "1.0", {"depdist/__init__.py": "X = 1\n"})
+    lead = make_wheel(tmp_path, "leadpkg", "1.0", {
+        "leadpkg/__init__.py": "import depdist\nfrom leadpkg import comm\n",
+        "leadpkg/comm/__init__.py": "def __getattr__(name):\n    raise AttributeError(name)\n",
+        "leadpkg/comm/nccl.py": "def init():\n    return 1\n",
+    })
+    py = venv(tmp_path / "venv", [dep, lead])
+    rc, doc = explain_json(cli, "--python", py, "AttributeError: module 'leadpkg.comm' has no attribute 'nccl'")
+    assert rc == 1 and doc["codes"][0] == "CU102" and doc["audited"][0] == "leadpkg 1.0"
+
+
 def test_submodule_attribute_text_output(cli, trap_env):
     rc, out, _ = cli("explain", "--isolated", "--python", trap_env,
                      "AttributeError: module 'trappkg.comm' has no attribute 'nccl'")
