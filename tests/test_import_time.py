@@ -8,6 +8,7 @@ same kind of packages against real imports.
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 from cuaudit import audit
 from cuaudit.analysis.import_time import ImportTimeModel
@@ -418,3 +419,48 @@ def test_a_star_import_rebinds_a_name_to_another_module(tree_factory):
     out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
                          capture_output=True, text=True, check=True).stdout.split()
     assert out == ["nl.translate.metrics", "False", "nx.conn"]
+
+
+def test_globals_updated_from_another_module_makes_the_package_unknown(tree_factory):
+    """cuda.core 1.2.0: a function called at import runs `globals().update(cu13.__dict__)`, so the
+    package takes cu13's `__name__` and `__path__`, and its own `from cc import tools` afterwards
+    imports cc.v2.tools. The model abstains on the package and everything below it."""
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import accuracy
+
+    root = tree_factory({
+        "cc/__init__.py": src("""
+            def _import_versioned_module():
+                import importlib
+                try:
+                    versioned_mod = importlib.import_module(".v2", __package__)
+                    globals().update(versioned_mod.__dict__)
+                except ImportError:
+                    pass
+            _import_versioned_module()
+            del _import_versioned_module
+            from cc import tools
+        """),
+        "cc/tools.py": "", "cc/v1/__init__.py": "", "cc/v1/extra.py": "",
+        "cc/v2/__init__.py": "", "cc/v2/tools.py": "", "cc/v2/more.py": "",
+        # vars() is the same namespace copy, at module level
+        "vs/__init__.py": "from . import impl\nglobals().update(vars(impl))\n", "vs/impl.py": "", "vs/late.py": "",
+        # a module that only reads another's __dict__ keeps its identity
+        "ok/__init__.py": "from . import impl\nnames = dict(impl.__dict__)\n", "ok/impl.py": "", "ok/late.py": "",
+    })
+    found = accuracy.static_verdicts(None, [str(root)])
+    verdict = {f"{p}.{s}": v for (p, s), v in found.items()}
+    for key in ("cc.v2.tools", "cc.v2.more", "cc.v1", "cc.v1.extra", "cc.tools", "vs.late"):
+        assert verdict[key].static == "unknown", key
+    assert "cc:5 updates its globals from versioned_mod.__dict__" in verdict["cc.v2.tools"].detail
+    assert "vs:2 updates its globals from impl.__dict__" in verdict["vs.late"].detail
+    assert verdict["ok.late"].static == "trap"
+    assert keys(run([root]), "CU101") == ["ok.late"]
+    # the runtime: cc.v2.tools is loaded (a claim would have been false), cc.v1 is not
+    probe = "import cc\nprint(cc.__name__, hasattr(cc.v2, 'tools'), hasattr(cc, 'v1'), hasattr(cc.v2, 'more'))\n"
+    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["cc.v2", "True", "False", "False"]

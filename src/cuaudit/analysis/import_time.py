@@ -54,6 +54,9 @@ class ModuleRun:
     opaque: str = ""  # a followed call imports a computed name: why the model cannot list its imports
     swapped: str = ""  # a followed call replaces the module in sys.modules: what the model cannot see
     failed: dict[str, str] = field(default_factory=dict)  # module it tries to import -> why that fails
+    #: module -> where its globals are updated from another module's ``__dict__`` (its ``__name__``
+    #: and ``__path__`` become that module's: cuda.core); a followed call may do it to its own module
+    renamed: dict[str, str] = field(default_factory=dict)
     assumptions: set[str] = field(default_factory=set)
 
 
@@ -378,6 +381,8 @@ class ImportTimeModel:
                 target = absolute_module(target.lstrip("."), level, module, is_pkg) or ""
             parts = [p for p in target.split(".") if p]
             self._add(out, [".".join(parts[: i + 1]) for i in range(len(parts))], t)
+        elif e.kind == "globals-update":
+            out.renamed.setdefault(module, f"{module}:{e.line} updates its globals from {e.value}.__dict__")
         elif e.kind == "swap":
             out.swapped = out.swapped or f"{module}:{e.line} replaces a module in sys.modules"
         elif e.kind == "call" and depth < CALL_DEPTH:

@@ -642,12 +642,29 @@ class ModuleUniverse:
         if failed:
             # `import parent` itself raises ImportError here (urllib3.contrib.emscripten needs `js`)
             return Reach("unknown", f"unknown: importing {parent} fails ({failed})")
+        renamed = self.renamed(parent)
+        if renamed:
+            return Reach("unknown", f"unknown: {renamed}")
         r = self.shadowed(parent, sub, depth) or self._reach(parent, sub, imported, depth)
         if r.is_trap and not r.shadow:
             named = self._named_in_a_call(parent, sub, imported() if callable(imported) else imported)
             if named and not self.model.failure(f"{parent}.{sub}"):
                 return Reach("unknown", f"unknown: {named}, which may import {parent}.{sub} by that name")
         return r
+
+    def renamed(self, module: str) -> str:
+        """Why ``module`` or a package above it is not what its name says: its top level updates its
+        globals from another module's ``__dict__``, taking that module's ``__name__``, ``__path__``
+        and names (cuda.core's ``globals().update(cu13.__dict__)``, after which its own
+        ``from cuda.core import utils`` imports ``cuda.core.cu13.utils``); "" when none does."""
+        parts = module.split(".")
+        for i in range(1, len(parts) + 1):
+            owner = ".".join(parts[:i])
+            run = self.model.run(owner) if owner in self._programs else None
+            if run is not None and owner in run.renamed:
+                return (f"{run.renamed[owner]}, which replaces its __name__, __path__ and names with another "
+                        f"module's: what importing {module} binds is not modelled")
+        return ""
 
     def _reach(self, parent: str, sub: str, imported: frozenset[str] | Callable[[], frozenset[str]], depth: int = 0) -> Reach:
         full = f"{parent}.{sub}"

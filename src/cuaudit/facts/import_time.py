@@ -163,7 +163,7 @@ class ImportTimeExtractor(Extractor):
 
     name = "import_time"
     decoded_lazily = True
-    version = 7  # 7: try blocks, failed-import guards, __getattr__ delegates, call keywords
+    version = 8  # 8: globals().update(<module>.__dict__); 7: try blocks, failed-import guards, __getattr__ delegates, call keywords
 
     def applies(self, member: Member) -> bool:
         return member.kind in (MemberKind.PYTHON, MemberKind.BUILD) and member.path.endswith(".py")
@@ -289,6 +289,22 @@ def _calls_in_one(n: ast.Call, conds: tuple[Condition, ...]) -> Iterator[Effect]
         yield Effect("call", n.lineno, conds, callee=name, args=_literal_strings(n.args), kwargs=kwargs)
 
 
+def _globals_update(node: ast.AST) -> str | None:
+    """The source of ``globals().update(X.__dict__)`` / ``globals().update(vars(X))``: ``X`` as text; else None."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update"
+            and len(node.args) == 1):
+        return None
+    owner = node.func.value
+    if not (isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "globals"):
+        return None
+    arg = node.args[0]
+    if isinstance(arg, ast.Attribute) and arg.attr == "__dict__":
+        return ast.unparse(arg.value)
+    if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name) and arg.func.id == "vars" and len(arg.args) == 1:
+        return ast.unparse(arg.args[0])
+    return None
+
+
 def _ends_in_raise_attribute_error(body: list[ast.stmt]) -> bool:
     if not body:
         return False
@@ -406,6 +422,9 @@ class _Reader:
         elif isinstance(node, ast.Expr):
             self.effects.extend(_calls_in(node.value, conds))
             call = node.value
+            source = _globals_update(call)
+            if source is not None:
+                self.effects.append(Effect("globals-update", line, conds, value=source))
             # new.__dict__.update(old.__dict__): the replacement keeps what the module bound
             if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "update":
                 owner = call.func.value
@@ -510,6 +529,11 @@ class _Reader:
                 effects.extend(_import_effects(sub, ()))
             elif isinstance(sub, ast.Call):
                 effects.extend(_calls_in(sub, (), shallow=True))
+                source = _globals_update(sub)
+                if source is not None:
+                    # `globals()` in a function is its own module's namespace (cuda.core's
+                    # `_import_versioned_module()`)
+                    effects.append(Effect("globals-update", sub.lineno, value=source))
             elif isinstance(sub, ast.Assign) and any(
                     isinstance(t, ast.Subscript) and dotted(t.value) == "sys.modules" for t in sub.targets):
                 # cryptography's utils.deprecated(): the caller's module is replaced by a wrapper
