@@ -464,3 +464,69 @@ def test_globals_updated_from_another_module_makes_the_package_unknown(tree_fact
     out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
                          capture_output=True, text=True, check=True).stdout.split()
     assert out == ["cc.v2", "True", "False", "False"]
+
+
+def test_a_computed_module_name_is_evaluated_through_class_attributes_at_their_defaults(tree_factory):
+    """astropy.constants.config: `importlib.import_module(".constants." + phys_version, "astropy")`
+    with `phys_version = astropy.physical_constants.get()`, a class method that returns
+    `cls.validate(cls._value)`, whose override looks the default up in a class table. The model
+    evaluates the name, so the other constants versions are traps; a name read from the
+    environment stays unknown."""
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import accuracy
+
+    root = tree_factory({
+        "sc/__init__.py": src("""
+            from .utils.state import ScienceState
+            class base_version(ScienceState):
+                _value = "test"
+                _versions = dict(test="test")
+                @classmethod
+                def validate(cls, value):
+                    if value not in cls._versions:
+                        raise ValueError(value)
+                    return cls._versions[value]
+            class physical(base_version):
+                _value = "const80"
+                _versions = dict(data2022="data2022", data2018="data2018", const80="data2022", const40="data2018")
+        """),
+        "sc/utils/__init__.py": "",
+        "sc/utils/state.py": src("""
+            class ScienceState:
+                _value = None
+                @classmethod
+                def get(cls):
+                    return cls.validate(cls._value)
+                @classmethod
+                def validate(cls, value):
+                    return value
+        """),
+        "sc/consts/__init__.py": "from .config import data\n",
+        "sc/consts/config.py": src("""
+            import importlib
+            import os
+            import sc
+            version = sc.physical.get()
+            data = importlib.import_module(".consts." + version, "sc")
+            alt = importlib.import_module(f"sc.consts.{sc.physical._value}_alt")
+        """),
+        "sc/consts/data2022.py": "", "sc/consts/data2018.py": "", "sc/consts/const40.py": "",
+        "sc/consts/const80.py": "", "sc/consts/const80_alt.py": "",
+        "sc/dyn/__init__.py": "import importlib, os\nimportlib.import_module('sc.dyn.' + os.environ.get('SC_BACKEND', 'a'))\n",
+        "sc/dyn/a.py": "", "sc/dyn/b.py": "",
+    })
+    found = accuracy.static_verdicts(None, [str(root)])
+    verdict = {f"{p}.{s}": v for (p, s), v in found.items()}
+    static = {k: v.static for k, v in verdict.items() if k.startswith(("sc.consts.", "sc.dyn."))}
+    assert static == {"sc.consts.config": "works", "sc.consts.data2022": "works", "sc.consts.const80_alt": "works",
+                      "sc.consts.data2018": "trap", "sc.consts.const40": "trap", "sc.consts.const80": "trap",
+                      "sc.dyn.a": "unknown", "sc.dyn.b": "unknown"}
+    assert ("sc.consts.config:5 imports sc.consts.data2022 (`'.consts.' + version` with the class attributes"
+            in verdict["sc.consts.data2018"].detail)
+    probe = "import sc.consts\nprint(*(hasattr(sc.consts, n) for n in ('data2022', 'const80_alt', 'data2018', 'const40', 'const80')))\n"
+    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "True", "False", "False", "False"]

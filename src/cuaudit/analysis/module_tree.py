@@ -761,7 +761,8 @@ class ModuleUniverse:
             if g.fallback == "AttributeError" or sub in g.raising:
                 return Reach("getattr-trap", f"{where}:{g.line} __getattr__ raises AttributeError for {sub!r}")
             return Reach("unknown", f"{where}:{g.line} __getattr__ may serve {sub!r}")
-        return Reach("trap", f"{where} neither binds nor imports {sub}{self._failed_import(full, imported)}")
+        return Reach("trap", f"{where} neither binds nor imports {sub}{self._failed_import(full, imported)}"
+                     f"{self._computed_sibling(parent, imported)}")
 
     def _named_in_a_call(self, parent: str, sub: str, imported: frozenset[str]) -> str:
         """Where a module of ``parent``'s own folder that ``import parent`` loads passes ``sub``, the
@@ -783,6 +784,16 @@ class ModuleUniverse:
                                 names.setdefault(a, f"{self.get(m).display}:{e.line} passes {a!r} to {e.callee}()")
             if sub in names:
                 return names[sub]
+        return ""
+
+    def _computed_sibling(self, parent: str, imported: frozenset[str]) -> str:
+        """``; <module:line> imports <parent.other> (<how the name was computed>)``: the claim rests on
+        a computed module name evaluated at its defaults (astropy's constants version)."""
+        for m in sorted(imported):
+            run = self.model.run(m) if m in self._programs else None
+            for target, why in run.computed.items() if run is not None else ():
+                if target.rpartition(".")[0] == parent:
+                    return f"; {why}"
         return ""
 
     def _failed_import(self, full: str, imported: frozenset[str]) -> str:
