@@ -231,14 +231,26 @@ def test_code_reaching_through_a_shadowed_name(tree_factory):
 
 
 def test_a_computed_import_at_import_time_makes_its_package_unknown(tree_factory):
+    import subprocess
+    import sys
+
     root = tree_factory({
         "cp/__init__.py": "from . import helper\n",
         "cp/helper.py": "import importlib\nfor n in ('late',):\n    importlib.import_module('cp.' + n)\n",
         "cp/late.py": "", "cp/other.py": "",
         "cp/sub/__init__.py": "", "cp/sub/deep.py": "",
+        # a name the model cannot compute makes the verdicts of its package unknown
+        "cq/__init__.py": "from . import helper\n",
+        "cq/helper.py": "import importlib, os\nimportlib.import_module('cq.' + os.environ['CQ'])\n",
+        "cq/late.py": "", "cq/other.py": "", "cq/sub/__init__.py": "", "cq/sub/deep.py": "",
     })
-    # cp.late and cp.other may be what the loop imports: no claim; cp.sub is no module of cp.helper's package level
-    assert keys(run([root]), "CU101") == ["cp.sub.deep"]
+    # the loop over literal names imports cp.late (kept "either way"), nothing else of cp;
+    # cq.sub is no module of cq.helper's package level
+    assert keys(run([root]), "CU101") == ["cp.other", "cp.sub", "cp.sub.deep", "cq.sub.deep"]
+    probe = "import cp\nprint(hasattr(cp, 'late'), hasattr(cp, 'other'), hasattr(cp, 'sub'))\n"
+    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "False", "False"]
 
 
 FAILING = {
@@ -530,3 +542,38 @@ def test_a_computed_module_name_is_evaluated_through_class_attributes_at_their_d
     out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
                          capture_output=True, text=True, check=True).stdout.split()
     assert out == ["True", "True", "False", "False", "False"]
+
+
+def test_computed_names_from_a_loop_over_literals_and_from_the_module_spec(tree_factory):
+    """requests.compat: `for lib in ("chardet", "charset_normalizer"): importlib.import_module(lib)`
+    in a function called at import imports one of those names, nothing of requests; sklearn's
+    vendored array_api_compat: `__import__(__spec__.parent + ".linalg")` is the package's own
+    linalg. Neither makes the whole package unknown any more."""
+    import subprocess
+    import sys
+
+    root = tree_factory({
+        "rq/__init__.py": "from . import compat\n",
+        "rq/compat.py": src("""
+            import importlib
+            def _resolve():
+                found = None
+                for lib in ("chardet_not_installed", "json"):
+                    if found is None:
+                        try:
+                            found = importlib.import_module(lib)
+                        except ImportError:
+                            pass
+                return found
+            chardet = _resolve()
+        """),
+        "rq/help.py": "",
+        "ac/__init__.py": "from . import numpy\n",
+        "ac/numpy/__init__.py": "__import__(__spec__.parent + '.linalg')\n__import__(__name__ + '.fft')\n",
+        "ac/numpy/linalg.py": "", "ac/numpy/fft.py": "", "ac/numpy/other.py": "", "ac/torch/__init__.py": "",
+    })
+    assert keys(run([root]), "CU101") == ["ac.numpy.other", "ac.torch", "rq.help"]
+    probe = "import rq, ac\nprint(hasattr(rq, 'help'), hasattr(ac, 'torch'), hasattr(ac.numpy, 'linalg'), hasattr(ac.numpy, 'fft'))\n"
+    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "False", "True", "True"]

@@ -387,6 +387,16 @@ class ImportTimeModel:
         elif e.kind == "dynamic-import":
             if not e.module and e.bound and args.get(e.bound):
                 e = dataclasses.replace(e, module=args[e.bound])
+            if not e.module and e.loop_var and not args:
+                # each value the loop gives may be imported (one may stop the loop, a condition
+                # inside may skip it), and nothing else is
+                looped = [self.computed_name(module, e.expr, {e.loop_var: v}) for v in e.loop_values]
+                if all(looped):
+                    why = f"{module}:{e.line} imports {e.expr} for {e.loop_var} in {', '.join(e.loop_values)}"
+                    for value in looped:
+                        self._effect(module, is_pkg, prog, dataclasses.replace(e, module=value, expr="", loop_var=""), out,
+                                     Truth(None, why), depth, seen)
+                    return
             computed = self.computed_name(module, e.expr) if not e.module and e.expr and not args else ""
             if computed:
                 e = dataclasses.replace(e, module=computed)
@@ -429,18 +439,18 @@ class ImportTimeModel:
                 self._effect(where, w_pkg, body_prog, inner, out, t, depth + 1, seen, bound)
 
     # -- computed module names -----------------------------------------------------------------
-    def computed_name(self, module: str, expr: str) -> str:
+    def computed_name(self, module: str, expr: str, local: dict[str, str] | None = None) -> str:
         """The value of a computed module name built from literals, module-level names and class
         attributes read directly or through class methods, taken at their defaults (astropy's
         ``".constants." + phys_version`` with ``phys_version = astropy.physical_constants.get()``);
         "" when any part is not known."""
-        key = ("computed", module, expr)
+        key = ("computed", module, expr, tuple(sorted((local or {}).items())))
         if key not in self._runs:
             try:
                 node = ast.parse(expr, mode="eval").body
             except SyntaxError:
                 node = None
-            value = self._value(node, module, {}, 0) if node is not None else _UNKNOWN
+            value = self._value(node, module, dict(local or {}), 0) if node is not None else _UNKNOWN
             self._runs[key] = value if isinstance(value, str) else ""
         return self._runs[key]
 
@@ -463,7 +473,16 @@ class ImportTimeModel:
             left, right = self._value(node.left, module, local, depth + 1), self._value(node.right, module, local, depth + 1)
             return left + right if isinstance(left, str) and isinstance(right, str) else _UNKNOWN
         if isinstance(node, ast.Name):
-            return local[node.id] if node.id in local else self._global(module, node.id, depth)
+            if node.id in local:
+                return local[node.id]
+            if node.id in ("__name__", "__package__"):
+                entry = self.universe.get(module)
+                package = module if entry is not None and entry.is_package else module.rpartition(".")[0]
+                return module if node.id == "__name__" else package
+            return self._global(module, node.id, depth)
+        if isinstance(node, ast.Attribute) and dotted(node) in ("__spec__.name", "__spec__.parent"):
+            # sklearn's vendored array_api_compat: `__import__(__spec__.parent + ".linalg")`
+            return self._value(ast.Name("__name__" if node.attr == "name" else "__package__"), module, local, depth + 1)
         if isinstance(node, ast.Attribute):
             base = self._value(node.value, module, local, depth + 1)
             if isinstance(base, _Module):

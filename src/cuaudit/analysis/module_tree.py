@@ -727,8 +727,13 @@ class ModuleUniverse:
                 return Reach("trap", f"{where}:{swap.line} replaces the module with a {swap.cls} copying its names; {sub} is not one of them")
             got = self.getattr_verdict(parent, sub, prog.swap_getattr)
             return got or Reach("unknown", f"{where}:{prog.swap_getattr.line} {swap.cls}.__getattr__ may serve {sub!r}")
-        if f.dynamic:
-            line, what = f.dynamic[0]
+        dynamic = f.dynamic
+        run = self.model.run(parent) if prog is not None else None
+        if run is not None and not run.opaque:
+            # the import-time model computed the names of these imports (else `opaque` says so)
+            dynamic = tuple(d for d in dynamic if not d[1].endswith("of a computed name"))
+        if dynamic:
+            line, what = dynamic[0]
             return Reach("unknown", f"{where}:{line} binds names dynamically ({what})")
         for imp in f.star_imports:
             src = self.resolve(imp, parent, entry.is_package)

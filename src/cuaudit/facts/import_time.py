@@ -89,6 +89,10 @@ class Effect:
     expr: str = ""
     #: a dynamic import's literal ``package`` argument (``import_module(".x", "astropy")``)
     package: str = ""
+    #: a computed name read inside ``for <loop_var> in <literal strings>``: the values it takes
+    #: (requests' ``for lib in ("chardet", "charset_normalizer"): import_module(lib)``)
+    loop_var: str = ""
+    loop_values: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -342,6 +346,33 @@ def _globals_update(node: ast.AST) -> str | None:
     return None
 
 
+def _over_literals(effects: list[Effect], loops: list[ast.For | ast.AsyncFor], scope: ast.AST | None = None) -> list[Effect]:
+    """Computed dynamic imports that read the variable of a ``for`` over literal strings get the
+    values it takes; a variable also bound elsewhere in ``scope`` (or in the loop's body) gets none."""
+    if not any(e.kind == "dynamic-import" and e.expr and not e.loop_var for e in effects):
+        return effects
+    values: dict[str, tuple[str, ...]] = {}
+    for loop in loops:
+        keys = _table_keys(loop.iter) if isinstance(loop.target, ast.Name) else None
+        if keys is not None and loop.target.id not in values:  # type: ignore[union-attr]
+            values[loop.target.id] = keys  # type: ignore[union-attr]
+    if not values:
+        return effects
+    stores: dict[str, int] = {}
+    for n in ast.walk(scope) if scope is not None else (n for loop in loops for st in loop.body for n in ast.walk(st)):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in values:
+            stores[n.id] = stores.get(n.id, 0) + 1
+    out = []
+    for e in effects:
+        if e.kind == "dynamic-import" and e.expr and not e.loop_var:
+            read = [n.id for n in ast.walk(ast.parse(e.expr, mode="eval")) if isinstance(n, ast.Name) and n.id in values]
+            # a scope's own loop binds its variable once; in a module-level body, not at all
+            if len(set(read)) == 1 and stores.get(read[0], 0) == (1 if scope is not None else 0):
+                e = dataclasses.replace(e, loop_var=read[0], loop_values=values[read[0]])
+        out.append(e)
+    return out
+
+
 def _class_model(node: ast.ClassDef) -> ClassModel:
     strings: list[tuple[str, str]] = []
     tables: list[tuple[str, tuple[tuple[str, str], ...]]] = []
@@ -546,7 +577,10 @@ class _Reader:
                 for n in ast.walk(node.target):
                     if isinstance(n, ast.Name):
                         self.bind(n.id, line, conds + (loop,))
+            start = len(self.effects)
             self.block(node.body, conds + (loop,))
+            if not isinstance(node, ast.While):
+                self.effects[start:] = _over_literals(self.effects[start:], [node])
             self.block(node.orelse, conds + (loop,))
         elif isinstance(node, (ast.With, ast.AsyncWith)):
             suppresses = False
@@ -623,6 +657,7 @@ class _Reader:
                     isinstance(t, ast.Subscript) and dotted(t.value) == "sys.modules" for t in sub.targets):
                 # cryptography's utils.deprecated(): the caller's module is replaced by a wrapper
                 effects.append(Effect("swap", sub.lineno))
+        effects = _over_literals(effects, [n for n in ast.walk(node) if isinstance(n, (ast.For, ast.AsyncFor))], node)
         nested = {s.name: s for s in node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
         returned = ""
         last = node.body[-1] if node.body else None
