@@ -577,3 +577,44 @@ def test_computed_names_from_a_loop_over_literals_and_from_the_module_spec(tree_
     out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
                          capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "False", "True", "True"]
+
+
+EXT_MODULE = r"""
+#include <Python.h>
+static struct PyModuleDef def = {PyModuleDef_HEAD_INIT, "%(name)s", NULL, -1, NULL};
+const char *volatile names[] = {"%(pkg)s", "cuda", "style", "%(marker)s"};
+PyMODINIT_FUNC PyInit_%(name)s(void) {
+    PyObject *m = PyModule_Create(&def);
+    %(body)s
+    return m;
+}
+"""
+
+
+def test_bare_names_in_a_compiled_module_are_imports_only_in_cython(tree_factory):
+    """Cython's `from pkg import sub` keeps "pkg" and "sub" as separate C strings, so the model
+    counts a bare name beside its package's name as an import; a hand-written or pybind11 module
+    (numba's `_dispatcher` holds "cuda", matplotlib's `ft2font` "style") imports nothing by them."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    from conftest import compile_so
+
+    ext = sysconfig.get_config_var("EXT_SUFFIX")
+    root = tree_factory({
+        "nb/__init__.py": "from . import _disp\n", "nb/cuda/__init__.py": "", "nb/style.py": "",
+        "cy/__init__.py": "from . import _mod\n", "cy/cuda/__init__.py": "", "cy/style.py": "",
+    })
+    include = ["-I", sysconfig.get_paths()["include"]]
+    compile_so(root / "nb", f"_disp{ext}", EXT_MODULE % {"name": "_disp", "pkg": "nb", "marker": "dispatch", "body": ""},
+               flags=include)
+    # what Cython generates for `from cy import cuda`, with the runtime name every Cython module holds
+    body = 'PyObject *f = Py_BuildValue("(s)", names[1]); if (!PyImport_ImportModuleLevel(names[0], NULL, NULL, f, 0)) return NULL;'
+    compile_so(root / "cy", f"_mod{ext}", EXT_MODULE % {"name": "_mod", "pkg": "cy", "marker": "cython_runtime", "body": body},
+               flags=include)
+    assert keys(run([root]), "CU101") == ["nb.cuda", "nb.style"]
+    probe = "import nb, cy\nprint(hasattr(nb, 'cuda'), hasattr(nb, 'style'), hasattr(cy, 'cuda'))\n"
+    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "False", "True"]

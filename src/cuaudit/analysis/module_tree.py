@@ -350,8 +350,11 @@ class ModuleUniverse:
                         parts = dotted.split(".")
                         out.update(".".join(parts[: i + 1]) for i in range(len(parts)))
                         packages.add(dotted)
-                # `from pkg import sub` in Cython: "pkg" and "sub" are separate strings
-                for pkg in packages:
+                # `from pkg import sub` in Cython: "pkg" and "sub" are separate strings; in other
+                # extension modules a bare identifier is an attribute or keyword name (matplotlib's
+                # pybind11 ft2font holds "style", numba's C _dispatcher "cuda": neither imports them)
+                cython = "cython_runtime" in idents or any(d.startswith("_cython_") for d in getattr(found, "dotted", ()))
+                for pkg in packages if cython else ():
                     for child in self.children.get(pkg, ()):
                         if child in idents and f"{pkg}.{child}" != name:
                             out.add(f"{pkg}.{child}")
