@@ -200,7 +200,7 @@ class ImportTimeExtractor(Extractor):
 
     name = "import_time"
     decoded_lazily = True
-    version = 8  # 8: globals().update(<module>.__dict__), computed module names with classes and values; 7: try blocks, failed-import guards, __getattr__ delegates, call keywords
+    version = 9  # 9: computed names read in loops over literals; 8: globals().update(<module>.__dict__), computed module names with classes and values; 7: try blocks, failed-import guards, __getattr__ delegates, call keywords
 
     def applies(self, member: Member) -> bool:
         return member.kind in (MemberKind.PYTHON, MemberKind.BUILD) and member.path.endswith(".py")
