@@ -48,6 +48,9 @@ class ModuleEntry:
     member: str | None = None  # its file inside the artifact (None for namespace packages)
     stub_member: str | None = None  # the .pyi beside it
     origin: str = ""  # "artifact" | "stdlib"
+    #: an extension's same-named ``.py`` beside it, which the extension shadows: its source
+    #: (Cython's pure-Python mode, mypyc; fontTools' ``cu2qu.py`` beside ``cu2qu.*.so``)
+    source_member: str | None = None
     _facts: PythonSourceFacts | None = None
     _stub: PythonSourceFacts | None = None
     _load: Callable[[], tuple[PythonSourceFacts | None, PythonSourceFacts | None]] | None = None
@@ -147,8 +150,11 @@ def artifact_modules(artifact, members: Iterable) -> dict[str, ModuleEntry]:
         # CPython's path finder: a package folder first, then extension suffixes before
         # `.py` (`x.py` beside `x.cpython-*.so`: the extension is what runs)
         if prev is not None and (prev.kind == "package" or (prev.kind == "extension" and mkind == "module")):
+            if prev.kind == "extension":
+                prev.source_member = member
             continue
-        out[name] = ModuleEntry(name, mkind, artifact, member, origin="artifact")
+        out[name] = ModuleEntry(name, mkind, artifact, member, origin="artifact",
+                                source_member=prev.member if prev is not None and prev.kind == "module" and mkind == "extension" else None)
     # namespace packages: folders holding modules without an __init__
     if kind is not ArtifactKind.FILE:
         for name in list(out):
@@ -233,6 +239,7 @@ class ModuleUniverse:
         self._graphs: dict[bool, _Components] = {}
         self._direct: dict[str, tuple[frozenset[str], bool]] = {}
         self._strings: dict[str, tuple] = {}
+        self._sources: dict[str, tuple] = {}  # extension module -> how to get its source's python_source facts
         self._named: dict[str, dict[str, str]] = {}  # module -> bare names its calls pass -> where
         #: the platform imports are evaluated for (the audited environment's, else this one's)
         self.sys_platform = sys.platform
@@ -258,6 +265,8 @@ class ModuleUniverse:
                 entry._load = load
             if entry.kind == "extension" and entry.member:
                 self._strings[name] = (artifact, entry.member, facts_for)
+                if entry.source_member:
+                    self._sources[name] = (artifact, entry.source_member, facts_for)
             if entry.kind in ("package", "module") and entry.member and entry.member.endswith(".py"):
                 self._programs[name] = (artifact, entry.member, facts_for, entry)
             if name.split(".")[0] in self._stdlib_top and self.stdlib_root:
@@ -569,6 +578,12 @@ class ModuleUniverse:
     def exported(self, name: str, depth: int = 0) -> frozenset[str] | None:
         """Names ``from name import *`` binds, or None when unknown."""
         entry = self.get(name)
+        if entry is not None and entry.kind == "extension" and name in self._sources:
+            # compiled from the source beside it: a literal __all__ there is what the star takes
+            art, member, facts_for = self._sources[name]
+            source = facts_for(art, member, "python_source")
+            ok = source is not None and source.syntax_error is None and source.all_names is not None
+            return frozenset(source.all_names) if ok else None
         if entry is None or entry.kind in ("extension", "namespace") or depth > 8:
             return None
         f = entry.facts
