@@ -367,6 +367,16 @@ class ModuleUniverse:
                     for child in self.children.get(pkg, ()):
                         if child in idents and f"{pkg}.{child}" != name:
                             out.add(f"{pkg}.{child}")
+            if name in self._sources:
+                # compiled from the source beside it (fontTools' cu2qu): it runs that source's
+                # imports, whose names a compressed Cython string table hides from the strings
+                art, member, facts_for = self._sources[name]
+                source = facts_for(art, member, "python_source")
+                if source is not None and source.syntax_error is None:
+                    for imp in source.module_level_imports():
+                        if not (imp.platform and not platform_allows(imp.platform, self.sys_platform, self.os_name)):
+                            out.update(self.imported_by(imp, name, False))
+                    out.update(self.dynamic_targets(source, name, False))
         elif entry.kind == "namespace":
             pass
         else:
