@@ -624,8 +624,9 @@ def test_a_star_import_from_an_extension_compiled_from_the_source_beside_it(tree
     """fontTools.cu2qu: `from .cu2qu import *` runs `cu2qu.cpython-*.so`, compiled (Cython's
     pure-Python mode) from the `cu2qu.py` it shadows: that source's literal `__all__` is what the
     star takes, so `fontTools.cu2qu.cli` is a trap, and its imports are what the extension
-    imports (`fontTools.cu2qu.errors` works). An extension with no source beside it keeps its
-    names unknown."""
+    imports (`fontTools.cu2qu.errors` works). The extension names that file among its strings;
+    one with no source beside it keeps its names unknown (and `test_extension_before_source`: a
+    .py the extension does not name is not its source)."""
     import subprocess
     import sys
     import sysconfig
@@ -641,6 +642,7 @@ def test_a_star_import_from_an_extension_compiled_from_the_source_beside_it(tree
     module = r"""
         #include <Python.h>
         static struct PyModuleDef def = {PyModuleDef_HEAD_INIT, "%s", NULL, -1, NULL};
+        const char *volatile source = "%s.py";  /* Cython keeps the file it compiled, for tracebacks */
         PyMODINIT_FUNC PyInit_%s(void) {
             PyObject *m = PyModule_Create(&def);
             char name[16];  /* `from .errs import *`, by a name no string of the module holds whole */
@@ -652,8 +654,8 @@ def test_a_star_import_from_an_extension_compiled_from_the_source_beside_it(tree
         }
     """
     include = ["-I", sysconfig.get_paths()["include"]]
-    compile_so(root / "ft", f"core{ext}", textwrap.dedent(module % ("core", "core")), flags=include)
-    compile_so(root / "sp", f"_lib{ext}", textwrap.dedent(module % ("_lib", "_lib")).replace("ft", "sp"), flags=include)
+    compile_so(root / "ft", f"core{ext}", textwrap.dedent(module % ("core", "core", "core")), flags=include)
+    compile_so(root / "sp", f"_lib{ext}", textwrap.dedent(module % ("_lib", "_lib", "_lib")).replace("ft", "sp"), flags=include)
     (root / "sp" / "errs.py").write_text("")
     assert keys(run([root]), "CU101") == ["ft.cli"]
     probe = "import ft, sp\nprint(ft.fast, hasattr(ft, 'cli'), hasattr(sp, 'interp'), hasattr(ft, 'errs'))\n"

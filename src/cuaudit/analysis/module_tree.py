@@ -367,16 +367,14 @@ class ModuleUniverse:
                     for child in self.children.get(pkg, ()):
                         if child in idents and f"{pkg}.{child}" != name:
                             out.add(f"{pkg}.{child}")
-            if name in self._sources:
+            source = self.source_facts(name)
+            if source is not None:
                 # compiled from the source beside it (fontTools' cu2qu): it runs that source's
                 # imports, whose names a compressed Cython string table hides from the strings
-                art, member, facts_for = self._sources[name]
-                source = facts_for(art, member, "python_source")
-                if source is not None and source.syntax_error is None:
-                    for imp in source.module_level_imports():
-                        if not (imp.platform and not platform_allows(imp.platform, self.sys_platform, self.os_name)):
-                            out.update(self.imported_by(imp, name, False))
-                    out.update(self.dynamic_targets(source, name, False))
+                for imp in source.module_level_imports():
+                    if not (imp.platform and not platform_allows(imp.platform, self.sys_platform, self.os_name)):
+                        out.update(self.imported_by(imp, name, False))
+                out.update(self.dynamic_targets(source, name, False))
         elif entry.kind == "namespace":
             pass
         else:
@@ -396,6 +394,20 @@ class ModuleUniverse:
         result = (frozenset(out), known)
         self._direct[name] = result
         return result
+
+    def source_facts(self, name: str) -> PythonSourceFacts | None:
+        """The python_source facts of the ``.py`` beside an extension module that it was compiled
+        from: its strings name that file (Cython keeps ``Lib/fontTools/cu2qu/cu2qu.py`` for
+        tracebacks); an extension that does not may be something else, whose imports are unknown."""
+        got = self._sources.get(name)
+        strings = self._strings.get(name)
+        if got is None or strings is None:
+            return None
+        found = strings[2](strings[0], strings[1], "extension_strings")
+        if f"{name.rpartition('.')[2]}.py" not in getattr(found, "dotted", ()):
+            return None
+        source = got[2](got[0], got[1], "python_source")
+        return source if source is not None and source.syntax_error is None else None
 
     def closure(self, roots: Iterable[str]) -> frozenset[str]:
         """Every module imported, as far as the model knows, by importing ``roots``.
@@ -588,12 +600,10 @@ class ModuleUniverse:
     def exported(self, name: str, depth: int = 0) -> frozenset[str] | None:
         """Names ``from name import *`` binds, or None when unknown."""
         entry = self.get(name)
-        if entry is not None and entry.kind == "extension" and name in self._sources:
+        source = self.source_facts(name) if entry is not None and entry.kind == "extension" else None
+        if source is not None:
             # compiled from the source beside it: a literal __all__ there is what the star takes
-            art, member, facts_for = self._sources[name]
-            source = facts_for(art, member, "python_source")
-            ok = source is not None and source.syntax_error is None and source.all_names is not None
-            return frozenset(source.all_names) if ok else None
+            return frozenset(source.all_names) if source.all_names is not None else None
         if entry is None or entry.kind in ("extension", "namespace") or depth > 8:
             return None
         f = entry.facts
