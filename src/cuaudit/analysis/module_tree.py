@@ -234,6 +234,8 @@ class ModuleUniverse:
         self._direct: dict[str, tuple[frozenset[str], bool]] = {}
         self._strings: dict[str, tuple] = {}
         self._named: dict[str, dict[str, str]] = {}  # module -> bare names its calls pass -> where
+        self._maybe: dict[frozenset[str], tuple[dict[str, str], tuple[str, ...]]] = {}  # closure -> maybe_imported
+        self._failed: dict[frozenset[str], dict[str, str]] = {}  # closure -> module -> why its import fails
         #: the platform imports are evaluated for (the audited environment's, else this one's)
         self.sys_platform = sys.platform
         self.os_name = os.name  # extension module -> how to get its dotted strings
@@ -384,6 +386,8 @@ class ModuleUniverse:
         """
         roots = tuple(sorted(set(roots)))
         stdlib_request = all(r.split(".")[0] in self._stdlib_top for r in roots)
+        if len(roots) == 1:
+            return self._closure_of(roots[0], stdlib_request)  # the memoised set itself: its hash is kept
         out: set[str] = set()
         for r in roots:
             out |= self._closure_of(r, stdlib_request)
@@ -413,6 +417,13 @@ class ModuleUniverse:
     def maybe_imported(self, imported: frozenset[str]) -> tuple[dict[str, str], tuple[str, ...]]:
         """Modules that importing ``imported`` (a closure) may import "either way", and why;
         and the computed imports that run meanwhile (``module:line ...``), sorted."""
+        got = self._maybe.get(imported)
+        if got is None:
+            # every submodule of a parent asks about the same closure
+            got = self._maybe[imported] = self._find_maybe_imported(imported)
+        return got
+
+    def _find_maybe_imported(self, imported: frozenset[str]) -> tuple[dict[str, str], tuple[str, ...]]:
         maybe: dict[str, str] = {}
         opaques: set[str] = set()
         for m in sorted(imported):
@@ -770,11 +781,14 @@ class ModuleUniverse:
 
     def _failed_import(self, full: str, imported: frozenset[str]) -> str:
         """``; <module:line> tries to import it, which fails: <why>`` when a module that runs does."""
-        for m in sorted(imported):
-            run = self.model.run(m) if m in self._programs else None
-            if run is not None and full in run.failed:
-                return f"; {run.failed[full]}"
-        return ""
+        failed = self._failed.get(imported)
+        if failed is None:
+            failed = self._failed[imported] = {}
+            for m in sorted(imported):
+                run = self.model.run(m) if m in self._programs else None
+                for mod, why in run.failed.items() if run is not None else ():
+                    failed.setdefault(mod, why)
+        return f"; {failed[full]}" if full in failed else ""
 
 
 @dataclass(frozen=True)
