@@ -229,6 +229,7 @@ class ModuleUniverse:
         self.stdlib = _stdlib_evidence(stdlib)
         self.stdlib_root = self.stdlib.fs_path("") if self.stdlib is not None else None
         self._stdlib_top = set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
+        self._not_stdlib: set[str] = set()
         self._closure: dict[tuple[str, bool], frozenset[str]] = {}
         self._graphs: dict[bool, _Components] = {}
         self._direct: dict[str, tuple[frozenset[str], bool]] = {}
@@ -241,6 +242,8 @@ class ModuleUniverse:
         self.os_name = os.name  # extension module -> how to get its dotted strings
         self.python_version: tuple[int, ...] = tuple(sys.version_info[:3])
         self._programs: dict[str, tuple] = {}  # module -> how to get its import_time facts
+        #: ``has_fact(artifact, member, extractor)`` without decoding the fact (None: not known)
+        self.has_fact: Callable[[object, str, str], bool] | None = None
         #: every installed distribution is in the universe (an environment): a module nobody
         #: provides fails to import, and the model may say so
         self.complete = False
@@ -283,10 +286,12 @@ class ModuleUniverse:
 
     def get(self, name: str) -> ModuleEntry | None:
         entry = self.entries.get(name)
-        if entry is None and self.stdlib_root and name.split(".")[0] in self._stdlib_top:
+        if entry is None and self.stdlib_root and name not in self._not_stdlib and name.split(".")[0] in self._stdlib_top:
             entry = stdlib_entry(self.stdlib, name)
             if entry is not None:
                 self.entries[name] = entry
+            else:
+                self._not_stdlib.add(name)  # asked again for every import that names it (`os.foo`)
         return entry
 
     def is_stdlib(self, name: str) -> bool:
@@ -359,6 +364,10 @@ class ModuleUniverse:
                             out.add(f"{pkg}.{child}")
         elif entry.kind == "namespace":
             pass
+        elif self._has_source(entry) and (run := self.model.run(name)) is not None:
+            # a program exists only for source that parsed: the python_source facts of the
+            # thousands of modules a closure walks (27 MB on the accuracy-venv) stay undecoded
+            out.update(run.sure)
         else:
             facts = entry.facts
             run = self.model.run(name) if facts is not None and facts.syntax_error is None else None
@@ -376,6 +385,12 @@ class ModuleUniverse:
         result = (frozenset(out), known)
         self._direct[name] = result
         return result
+
+    def _has_source(self, entry: ModuleEntry) -> bool:
+        """Whether an artifact module's python_source facts exist, asked without decoding them."""
+        member = entry.member
+        return (self.has_fact is not None and entry.artifact is not None and member is not None
+                and member.endswith(".py") and self.has_fact(entry.artifact, member, "python_source"))
 
     def closure(self, roots: Iterable[str]) -> frozenset[str]:
         """Every module imported, as far as the model knows, by importing ``roots``.
@@ -827,16 +842,19 @@ def public_submodules(universe: ModuleUniverse, modules: dict[str, ModuleEntry])
             yield parent, child
 
 
-def build_universe(artifacts: list, facts_for: Callable[[object, str, str], object | None], environment=None, *, stdlib: "Evidence | bool | None" = True) -> tuple[ModuleUniverse, dict[int, dict[str, ModuleEntry]]]:
+def build_universe(artifacts: list, facts_for: Callable[[object, str, str], object | None], environment=None, *, stdlib: "Evidence | bool | None" = True,
+                   has_fact: Callable[[object, str, str], bool] | None = None) -> tuple[ModuleUniverse, dict[int, dict[str, ModuleEntry]]]:
     """The universe of a set of artifacts: given ones first, installed ones next, then the stdlib.
 
     ``stdlib``: the standard library evidence (``ctx.evidence("stdlib")``); True
     reads the environment's (else this interpreter's) uncached, False or None none.
+    ``has_fact``: whether ``facts_for`` has a fact, without decoding it.
     """
     if stdlib is True:
         folder = stdlib_folder(environment)
         stdlib = Evidence(folder) if folder is not None else None
     uni = ModuleUniverse(stdlib or None)
+    uni.has_fact = has_fact
     if environment is not None and environment.platform:
         # sysconfig platform -> sys.platform, for `if sys.platform == ...` around imports
         plat = environment.platform
