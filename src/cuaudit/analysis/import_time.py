@@ -147,12 +147,12 @@ class ImportTimeModel:
         ``try`` that catches the error (numcodecs' ``msgpacks`` imports ``msgpack``).  Anything
         else (a name missing from a module, an extension's own imports) counts as importing.
         """
+        got = self._failures.get(module)  # asked for every module an import names: first
+        if got is not None:
+            return got
         u = self.universe
         if not getattr(u, "complete", False):
             return ""
-        got = self._failures.get(module)
-        if got is not None:
-            return got
         self._failures[module] = ""  # a cycle: a module being imported is taken as importing
         why = ""
         top = module.split(".")[0]

@@ -235,6 +235,7 @@ class ModuleUniverse:
         self._direct: dict[str, tuple[frozenset[str], bool]] = {}
         self._strings: dict[str, tuple] = {}
         self._named: dict[str, dict[str, str]] = {}  # module -> bare names its calls pass -> where
+        self._named_by_parent: dict[tuple[str, frozenset[str]], dict[str, str]] = {}  # the same over a parent's folder
         self._maybe: dict[frozenset[str], tuple[dict[str, str], tuple[str, ...]]] = {}  # closure -> maybe_imported
         self._failed: dict[frozenset[str], dict[str, str]] = {}  # closure -> module -> why its import fails
         #: the platform imports are evaluated for (the audited environment's, else this one's)
@@ -776,6 +777,15 @@ class ModuleUniverse:
         """Where a module of ``parent``'s own folder that ``import parent`` loads passes ``sub``, the
         bare module name, as a keyword argument of a call (astropy's ``parsing.lex(lextab="generic_lextab")``, which ply
         imports by a name it builds): the model cannot see whether that import runs."""
+        key = (parent, imported)
+        found = self._named_by_parent.get(key)
+        if found is None:
+            found = self._named_by_parent[key] = self._names_passed(parent, imported)
+        return found.get(sub, "")
+
+    def _names_passed(self, parent: str, imported: frozenset[str]) -> dict[str, str]:
+        """Bare names -> the first call passing each, over ``parent`` and its children that run."""
+        found: dict[str, str] = {}
         for m in [parent] + [f"{parent}.{c}" for c in sorted(self.children.get(parent, ()))]:
             if m not in imported:
                 continue
@@ -790,9 +800,9 @@ class ModuleUniverse:
                         for a in tuple(v for _, v in e.kwargs) if e.kind == "call" else ():
                             if a.isidentifier():
                                 names.setdefault(a, f"{self.get(m).display}:{e.line} passes {a!r} to {e.callee}()")
-            if sub in names:
-                return names[sub]
-        return ""
+            for a, where in names.items():
+                found.setdefault(a, where)
+        return found
 
     def _failed_import(self, full: str, imported: frozenset[str]) -> str:
         """``; <module:line> tries to import it, which fails: <why>`` when a module that runs does."""
