@@ -402,35 +402,69 @@ def _numpy_versions(ctx) -> dict[tuple[int, int], str]:
     return out
 
 
+#: NPY_FEATURE_VERSION by the "X.Y" NumPy 2.x headers spell for it (NPY_FEATURE_VERSION_STRING): each
+#: is the first NumPy release with that C-API, so a running NumPy provides it iff its X.Y is not older
+NUMPY_FEATURE_VERSION = {(1, 7): 0x7, (1, 8): 0x8, (1, 9): 0x9, (1, 10): 0xA, (1, 13): 0xB, (1, 14): 0xC,
+                         (1, 16): 0xD, (1, 20): 0xE, (1, 22): 0xF, (1, 23): 0x10, (1, 25): 0x11, (2, 0): 0x12,
+                         (2, 1): 0x13, (2, 3): 0x14, (2, 4): 0x15}
+
+
+def _c_api_version(numpy: tuple[int, int]) -> int | None:
+    """The C-API (feature) version a NumPy X.Y runs with, as its error messages print it."""
+    known = [v for k, v in NUMPY_FEATURE_VERSION.items() if k <= numpy]
+    return known[-1] if known and numpy <= max(NUMPY_FEATURE_VERSION) else None
+
+
+def _hex(version: int | None) -> str:
+    return f"0x{version:x}" if version is not None else "0x..."
+
+
 class NumpyAbiMismatch(CapiRule):
     """## What it does
-    Finds a compiled module built with NumPy 1.x headers next to a NumPy
-    2.x (installed in `env`, or given to `check` as a wheel).  Cython
-    records the size it expects for `numpy.dtype`: 96 bytes from NumPy
-    1.20-1.26 headers (88 before 1.20), 32 from 2.x headers on 64-bit
-    platforms; the NumPy next to the module says which runs.  A 1.20+ build
-    next to NumPy < 1.20 is reported too (the struct is smaller there).
-    Modules built with NumPy 2.x headers also run on NumPy 1.x (by default
-    back to 1.19), so they are not reported.
+    Finds a compiled module whose NumPy C-API the NumPy next to it
+    (installed in `env`, or given to `check` as a wheel) does not provide:
+
+    - built with NumPy 1.x headers, running with NumPy 2.x.  Read from the
+      C strings of NumPy's `import_array()` compiled into every module that
+      uses NumPy's C-API (C, C++, pybind11 with `numpy/arrayobject.h`, f2py,
+      Cython): 1.x headers import only `numpy.core._multiarray_umath`, 2.x
+      headers `numpy._core._multiarray_umath` first.  For Cython modules also
+      from the size recorded for `numpy.dtype`: 96 bytes from NumPy 1.20-1.26
+      headers, 32 from 2.x on 64-bit platforms.
+    - built with NumPy 2.x headers for a newer C-API than the running NumPy
+      has: 2.x headers spell the version they target (`NPY_TARGET_VERSION`,
+      by default 1.19 to 2.3, 1.23 from 2.4) in `import_array()`'s error
+      message, `(NumPy X.Y)`.  1.x headers keep their target only in machine
+      code, which is not read; a 1.20+ Cython build (96-byte `numpy.dtype`)
+      next to NumPy < 1.20 is reported.
+
+    Modules built with NumPy 2.x headers for their default target also run
+    on NumPy 1.x, so they are not reported.
 
     ## Why is this bad?
-    NumPy 2 refuses a module compiled against 1.x at import (`A module that
-    was compiled using NumPy 1.x cannot be run in NumPy 2.x`, then
-    `ImportError: numpy.core.multiarray failed to import`); a 1.20+ build
-    under an older NumPy fails with `ValueError: numpy.dtype size changed,
-    may indicate binary incompatibility. Expected 96 from C header, got 88
-    from PyObject`.  pip installs either pair without complaint when the
-    package's requirement on numpy has no upper bound.
+    `import_array()` runs when the module is imported and refuses the NumPy
+    it finds: NumPy 2 refuses a 1.x build (`A module that was compiled using
+    NumPy 1.x cannot be run in NumPy 2.x`, then `ImportError:
+    numpy.core.multiarray failed to import`); an older NumPy refuses a build
+    for a newer C-API (`RuntimeError: module was compiled against NumPy
+    C-API version 0x14 (NumPy 2.3) but the running NumPy has C-API version
+    0x12`, then `ImportError: numpy._core.multiarray failed to import`); a
+    1.20+ Cython build under NumPy < 1.20 fails with `ValueError:
+    numpy.dtype size changed, may indicate binary incompatibility`.  pip
+    installs any of these pairs without complaint when the package's
+    requirement on numpy does not say the range it was built for.
 
     ## Example
     ```
-    pkg/_ext.cpython-311-x86_64-linux-gnu.so: CU317 compiled with NumPy 1.x headers (numpy.dtype of 96 bytes);
-    numpy 2.0.2 is installed: import fails
+    pkg/_ext.cpython-311-x86_64-linux-gnu.so: CU317 compiled with NumPy 1.x headers (its import_array()
+    imports numpy.core._multiarray_umath only); numpy 2.0.2 is installed: import fails
     ```
 
     ## Use instead
-    Install a release of the package built with NumPy 2.x headers, or pin
-    `numpy<2` for it.
+    Install a build of the package made for the NumPy you run (built with
+    NumPy 2.x headers, for a target not newer than it), or pin numpy to the
+    range the build needs (`numpy<2`, `numpy>=2.3`), and declare that range
+    in the package's requirements.
 
     ## Fix safety
     No automatic fix.
@@ -438,37 +472,75 @@ class NumpyAbiMismatch(CapiRule):
 
     code = "CU317"
     name = "numpy-abi-mismatch"
-    summary = "A module compiled with NumPy 1.x headers runs with NumPy 2.x"
+    summary = "A compiled module needs a NumPy C-API the NumPy next to it does not provide"
     severity = Severity.ERROR
+    needs = NEEDS + ("extension_strings",)
 
     def check(self, ctx) -> Iterable[Finding]:
         versions = _numpy_versions(ctx)
         if len(versions) != 1:
             return  # no NumPy named, or several: which one runs is not known
         (running, which), = versions.items()
+        modules: dict[tuple[int, str], list] = {}  # (artifact, member) -> [art, member, dtype size, strings]
         for art, member, facts in ctx.facts("cython-capi"):
             for t in getattr(facts, "type_imports", ()):
-                built = NUMPY_DTYPE_SIZE.get(t.size) if (t.module, t.name) == ("numpy", "dtype") else None
-                if built is None:
-                    continue
-                if built != "2.x" and running >= (2, 0):
-                    error = "A module that was compiled using NumPy 1.x cannot be run in NumPy 2.x"
-                elif t.size == 96 and running < (1, 20):
-                    error = ("ValueError: numpy.dtype size changed, may indicate binary incompatibility. "
-                             "Expected 96 from C header, got 88 from PyObject")
-                else:
-                    continue
-                where = "installed" if art.ref.kind.value == "installed" else "given"
-                yield self.finding(
-                    Location(art.ref, member.path, symbol="numpy.dtype"),
-                    f"{member.path} was compiled with NumPy {built} headers (it expects numpy.dtype of {t.size} bytes); "
-                    f"{which} is {where}: import fails with `{error}`",
-                    fix=Fix(f"install a build of {art.ref.name or 'this package'} made with the headers of the NumPy "
-                            f"you run, or pin {'numpy<2' if running >= (2, 0) else 'numpy>=1.20'} for it"),
-                    evidence={"expected_size": t.size, "built_with": built, "numpy": which},
-                    key="numpy.dtype",
-                )
-                break
+                if (t.module, t.name) == ("numpy", "dtype"):
+                    modules.setdefault((id(art), member.path), [art, member, None, None])[2] = t.size
+        for art, member, strings in ctx.facts("extension_strings"):
+            if getattr(strings, "numpy_headers", None):
+                modules.setdefault((id(art), member.path), [art, member, None, None])[3] = strings
+        for art, member, size, strings in modules.values():
+            finding = self._judge(running, which, art, member, size, strings)
+            if finding is not None:
+                yield finding
+
+    def _judge(self, running, which, art, member, size, strings) -> Finding | None:
+        headers = strings.numpy_headers if strings is not None else None
+        target = strings.numpy_target if strings is not None else None
+        built = "1.x" if headers == "1.x" else NUMPY_DTYPE_SIZE.get(size) if headers is None else None
+        said = []  # what the binary says, in the order it was read
+        if size is not None and NUMPY_DTYPE_SIZE.get(size):
+            said.append(f"it expects numpy.dtype of {size} bytes")
+        if headers == "1.x":
+            said.append("its import_array() imports numpy.core._multiarray_umath only")
+        evidence = {"numpy": which}
+        if size is not None:
+            evidence["expected_size"] = size
+        if headers:
+            evidence["import_array_headers"] = headers
+        name = art.ref.name or "this package"
+        if built is not None and built != "2.x" and running >= (2, 0):
+            error = ("A module that was compiled using NumPy 1.x cannot be run in NumPy 2.x`, then "
+                     "`ImportError: numpy.core.multiarray failed to import")
+            fix = f"install a build of {name} made with NumPy 2.x headers, or pin numpy<2 for it"
+            built_with = NUMPY_DTYPE_SIZE.get(size) if headers is None else "1.x"
+        elif target and tuple(map(int, target.split("."))) > running:
+            want = tuple(map(int, target.split(".")))
+            error = (f"RuntimeError: module was compiled against NumPy C-API version "
+                     f"{_hex(NUMPY_FEATURE_VERSION.get(want))} (NumPy {target}) but the running NumPy has C-API "
+                     f"version {_hex(_c_api_version(running))}`, then `ImportError: numpy._core.multiarray failed to import")
+            said.append(f"its import_array() targets the C-API of NumPy {target} (NPY_TARGET_VERSION)")
+            fix = (f"install numpy>={target}, or a build of {name} that targets the NumPy you run; {name} should "
+                   f"declare `numpy>={target}`")
+            built_with, evidence["target"] = "2.x", target
+        elif size == 96 and headers != "2.x" and running < (1, 20):
+            error = ("ValueError: numpy.dtype size changed, may indicate binary incompatibility. "
+                     "Expected 96 from C header, got 88 from PyObject")
+            fix = f"install a build of {name} made with the headers of the NumPy you run, or pin numpy>=1.20 for it"
+            built_with = NUMPY_DTYPE_SIZE[96]
+        else:
+            return None
+        evidence["built_with"] = built_with
+        where = "installed" if art.ref.kind.value == "installed" else "given"
+        symbol = "numpy.dtype" if "expected_size" in evidence and headers != "2.x" else "import_array"
+        return self.finding(
+            Location(art.ref, member.path, symbol=symbol),
+            f"{member.path} was compiled with NumPy {built_with} headers ({'; '.join(said)}); "
+            f"{which} is {where}: import fails with `{error}`",
+            fix=Fix(fix),
+            evidence=evidence,
+            key=symbol,
+        )
 
 
 # -- `cuaudit diff` findings ------------------------------------------------------------------
