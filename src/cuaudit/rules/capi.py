@@ -127,14 +127,19 @@ def _requirement(ctx, consumer: Provider, provider: Provider | None) -> str:
     """The consumer's own declared requirement on the provider's distribution, if any."""
     if provider is None or not provider.ref.name:
         return ""
+    return _declared(ctx, consumer.artifact, provider.ref.name)
+
+
+def _declared(ctx, artifact, name: str) -> str:
+    """The specifier of ``artifact``'s unconditional requirement on distribution ``name`` ("" if none)."""
     from packaging.utils import canonicalize_name
 
     from cuaudit.requirement import parse_requirement
 
-    want = canonicalize_name(provider.ref.name)
-    for m in consumer.artifact.members:
+    want = canonicalize_name(name)
+    for m in artifact.members:
         if m.path.endswith(".dist-info/METADATA") or m.path == "PKG-INFO":
-            meta = ctx.fact("metadata", consumer.artifact, m.path)
+            meta = ctx.fact("metadata", artifact, m.path)
             for text in getattr(meta, "requires_dist", ()) or ():
                 req = parse_requirement(text)
                 if req is not None and req.name == want and not req.marker:
@@ -391,15 +396,30 @@ NUMPY_DTYPE_SIZE = {96: "1.x (1.20-1.26)", 32: "2.x"}
 
 
 def _numpy_versions(ctx) -> dict[tuple[int, int], str]:
-    """(major, minor) -> "numpy X.Y.Z" for the NumPy distributions among the artifacts."""
+    """(major, minor) -> "X.Y.Z" for the NumPy distributions among the artifacts."""
     import re
 
     out: dict[tuple[int, int], str] = {}
     for art in ctx.artifacts:
         nums = re.match(r"(\d+)\.(\d+)", art.ref.version or "")
         if (art.ref.name or "").lower() == "numpy" and nums:
-            out.setdefault((int(nums.group(1)), int(nums.group(2))), f"numpy {art.ref.version}")
+            out.setdefault((int(nums.group(1)), int(nums.group(2))), art.ref.version)
     return out
+
+
+def _numpy_fix(ctx, art, running: str, pin: str, build: str) -> str:
+    """Install a NumPy in ``pin`` or a build made for the running one, said against the range ``art`` declares."""
+    from packaging.specifiers import SpecifierSet
+
+    name = art.ref.name or "this package"
+    spec = _declared(ctx, art, "numpy") if art.ref.name else ""
+    if spec and not SpecifierSet(spec).contains(running, prereleases=True):
+        return (f"install numpy in the range {name} declares, `numpy{spec}` (pip installed numpy {running} outside "
+                f"it, e.g. with --no-deps or a later upgrade)")
+    text = f"install {build}, or pin `numpy{pin}` for it"
+    if spec:
+        return f"{text}; {name} declares `numpy{spec}`, which admits numpy {running}: that range is too wide"
+    return f"{text}; {name} should declare `numpy{pin}`"
 
 
 #: NPY_FEATURE_VERSION by the "X.Y" NumPy 2.x headers spell for it (NPY_FEATURE_VERSION_STRING): each
@@ -480,7 +500,7 @@ class NumpyAbiMismatch(CapiRule):
         versions = _numpy_versions(ctx)
         if len(versions) != 1:
             return  # no NumPy named, or several: which one runs is not known
-        (running, which), = versions.items()
+        (running, version), = versions.items()
         modules: dict[tuple[int, str], list] = {}  # (artifact, member) -> [art, member, dtype size, strings]
         for art, member, facts in ctx.facts("cython-capi"):
             for t in getattr(facts, "type_imports", ()):
@@ -490,19 +510,20 @@ class NumpyAbiMismatch(CapiRule):
             if getattr(strings, "numpy_headers", None):
                 modules.setdefault((id(art), member.path), [art, member, None, None])[3] = strings
         for art, member, size, strings in modules.values():
-            finding = self._judge(running, which, art, member, size, strings)
+            finding = self._judge(ctx, running, version, art, member, size, strings)
             if finding is not None:
                 yield finding
 
-    def _judge(self, running, which, art, member, size, strings) -> Finding | None:
+    def _judge(self, ctx, running, version, art, member, size, strings) -> Finding | None:
         headers = strings.numpy_headers if strings is not None else None
         target = strings.numpy_target if strings is not None else None
-        built = "1.x" if headers == "1.x" else NUMPY_DTYPE_SIZE.get(size) if headers is None else None
+        built = "2.x" if headers == "2.x" else NUMPY_DTYPE_SIZE.get(size) or headers  # the size says which 1.x
         said = []  # what the binary says, in the order it was read
         if size is not None and NUMPY_DTYPE_SIZE.get(size):
             said.append(f"it expects numpy.dtype of {size} bytes")
         if headers == "1.x":
             said.append("its import_array() imports numpy.core._multiarray_umath only")
+        which = f"numpy {version}"
         evidence = {"numpy": which}
         if size is not None:
             evidence["expected_size"] = size
@@ -510,23 +531,31 @@ class NumpyAbiMismatch(CapiRule):
             evidence["import_array_headers"] = headers
         name = art.ref.name or "this package"
         if built is not None and built != "2.x" and running >= (2, 0):
-            error = ("A module that was compiled using NumPy 1.x cannot be run in NumPy 2.x`, then "
-                     "`ImportError: numpy.core.multiarray failed to import")
-            fix = f"install a build of {name} made with NumPy 2.x headers, or pin numpy<2 for it"
-            built_with = NUMPY_DTYPE_SIZE.get(size) if headers is None else "1.x"
+            # Cython checks the sizes of the types it imports before import_array() runs (h5py 3.10.0
+            # under NumPy 2.0.2: every module with a 96-byte numpy.dtype fails this way)
+            error = ("`ValueError: numpy.dtype size changed, may indicate binary incompatibility. Expected 96 from "
+                     "C header, got 88 from PyObject`" if size == 96 else
+                     "`A module that was compiled using NumPy 1.x cannot be run in NumPy 2.x`, then "
+                     "`ImportError: numpy.core.multiarray failed to import`")
+            fix = _numpy_fix(ctx, art, version, "<2", f"a build of {name} made with NumPy 2.x headers")
+            maintainer = f"{name} builds with NumPy 2.x headers (such builds run on NumPy 1.x too), or declares `numpy<2`"
+            built_with = built
         elif target and tuple(map(int, target.split("."))) > running:
             want = tuple(map(int, target.split(".")))
-            error = (f"RuntimeError: module was compiled against NumPy C-API version "
-                     f"{_hex(NUMPY_FEATURE_VERSION.get(want))} (NumPy {target}) but the running NumPy has C-API "
-                     f"version {_hex(_c_api_version(running))}`, then `ImportError: numpy._core.multiarray failed to import")
+            # the ImportError is spelled numpy._core (C header, numpy's .pxd) or numpy.core (Cython's automatic
+            # import_array(), which also drops the RuntimeError: h5py 3.16.0's _npystrings under NumPy 1.26.4)
+            error = (f"`ImportError: ...multiarray failed to import`, from import_array()'s `RuntimeError: module was "
+                     f"compiled against NumPy C-API version {_hex(NUMPY_FEATURE_VERSION.get(want))} (NumPy {target}) "
+                     f"but the running NumPy has C-API version {_hex(_c_api_version(running))}`")
             said.append(f"its import_array() targets the C-API of NumPy {target} (NPY_TARGET_VERSION)")
-            fix = (f"install numpy>={target}, or a build of {name} that targets the NumPy you run; {name} should "
-                   f"declare `numpy>={target}`")
+            fix = _numpy_fix(ctx, art, version, f">={target}", f"a build of {name} that targets NumPy {version}")
+            maintainer = f"{name} declares `numpy>={target}`, the NPY_TARGET_VERSION it builds with, or targets an older NumPy"
             built_with, evidence["target"] = "2.x", target
         elif size == 96 and headers != "2.x" and running < (1, 20):
-            error = ("ValueError: numpy.dtype size changed, may indicate binary incompatibility. "
-                     "Expected 96 from C header, got 88 from PyObject")
-            fix = f"install a build of {name} made with the headers of the NumPy you run, or pin numpy>=1.20 for it"
+            error = ("`ValueError: numpy.dtype size changed, may indicate binary incompatibility. "
+                     "Expected 96 from C header, got 88 from PyObject`")
+            fix = _numpy_fix(ctx, art, version, ">=1.20", f"a build of {name} made with the headers of NumPy {version}")
+            maintainer = f"{name} declares `numpy>=1.20`, the oldest NumPy whose headers it builds with"
             built_with = NUMPY_DTYPE_SIZE[96]
         else:
             return None
@@ -536,8 +565,8 @@ class NumpyAbiMismatch(CapiRule):
         return self.finding(
             Location(art.ref, member.path, symbol=symbol),
             f"{member.path} was compiled with NumPy {built_with} headers ({'; '.join(said)}); "
-            f"{which} is {where}: import fails with `{error}`",
-            fix=Fix(fix),
+            f"{which} is {where}: import fails with {error}",
+            fix=Fix(user=fix, maintainer=maintainer),
             evidence=evidence,
             key=symbol,
         )
