@@ -159,6 +159,23 @@ def test_c_module_targeting_newer_numpy(tmp_path, wheel_factory):
         assert _run([targeted, wheel_factory("numpy", version, {"numpy/__init__.py": ""})]).findings == []
 
 
+def test_one_module_for_newer_numpys_is_info(tmp_path, wheel_factory):
+    """A package that declares the older NumPy and builds its other modules for it (h5py 3.16.0's _npystrings)
+    keeps the newer-target module for newer NumPys: said as info, not as a broken import."""
+    default = _c_module(tmp_path / "default", np.get_include()) / "capkg" / "capext.so"
+    targeted = _c_module(tmp_path / "t20", np.get_include(), flags=("-DNPY_TARGET_VERSION=NPY_2_0_API_VERSION",))
+    files = {"capkg/__init__.py": "", "capkg/_strings.so": (targeted / "capkg" / "capext.so").read_bytes(),
+             "capkg/core.so": default.read_bytes()}
+    old = wheel_factory("numpy", "1.26.4", {"numpy/__init__.py": ""})
+    guarded = _run([wheel_factory("capkg", "1.0", files, requires=["numpy>=1.21"]), old])
+    assert [(f.location.member, f.severity.name) for f in guarded.findings] == [("capkg/_strings.so", "INFO")]
+    assert "1 other module of capkg run with numpy 1.26.4" in guarded.findings[0].message
+    # declared for NumPy 2 only, or not declared at all: the module is what breaks
+    for requires in (["numpy>=2"], []):
+        report = _run([wheel_factory("capkg", "1.0", files, requires=requires), old])
+        assert [f.severity.name for f in report.findings] == ["ERROR"]
+
+
 @pytest.mark.corpus
 @pytest.mark.slow
 def test_target_error_is_what_numpy_1_26_prints(tmp_path, corpus):

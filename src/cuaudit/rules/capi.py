@@ -407,6 +407,18 @@ def _numpy_versions(ctx) -> dict[tuple[int, int], str]:
     return out
 
 
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+def _declared_admits(ctx, art, version: str) -> bool:
+    """``art`` declares a numpy requirement whose range holds ``version``."""
+    from packaging.specifiers import SpecifierSet
+
+    spec = _declared(ctx, art, "numpy") if art.ref.name else ""
+    return bool(spec) and SpecifierSet(spec).contains(version, prereleases=True)
+
+
 def _numpy_fix(ctx, art, running: str, pin: str, build: str) -> str:
     """Install a NumPy in ``pin`` or a build made for the running one, said against the range ``art`` declares."""
     from packaging.specifiers import SpecifierSet
@@ -452,20 +464,29 @@ class NumpyAbiMismatch(CapiRule):
       from the size recorded for `numpy.dtype`: 96 bytes from NumPy 1.20-1.26
       headers, 32 from 2.x on 64-bit platforms.
     - built with NumPy 2.x headers for a newer C-API than the running NumPy
-      has: 2.x headers spell the version they target (`NPY_TARGET_VERSION`,
-      by default 1.19 to 2.3, 1.23 from 2.4) in `import_array()`'s error
-      message, `(NumPy X.Y)`.  1.x headers keep their target only in machine
+      has: 2.x headers spell the version they target (`NPY_TARGET_VERSION`;
+      by default 1.19's C-API, spelled `1.16`, up to NumPy 2.3's headers,
+      1.23 from 2.4's) in `import_array()`'s error message, `(NumPy X.Y)`.  1.x headers keep their target only in machine
       code, which is not read; a 1.20+ Cython build (96-byte `numpy.dtype`)
       next to NumPy < 1.20 is reported.
 
     Modules built with NumPy 2.x headers for their default target also run
-    on NumPy 1.x, so they are not reported.
+    on NumPy 1.x, so they are not reported.  A module for a newer C-API in a
+    package whose other modules run with the NumPy next to it, and whose
+    declared numpy range admits that NumPy, is reported as info: such a
+    package imports it only under a newer NumPy (h5py 3.16.0's
+    `_npystrings`, for NumPy 2's StringDType).  Not read: libraries that
+    hold the NumPy import of a package's extension (torch's
+    `libtorch_python.so`).
 
     ## Why is this bad?
     `import_array()` runs when the module is imported and refuses the NumPy
     it finds: NumPy 2 refuses a 1.x build (`A module that was compiled using
     NumPy 1.x cannot be run in NumPy 2.x`, then `ImportError:
-    numpy.core.multiarray failed to import`); an older NumPy refuses a build
+    numpy.core.multiarray failed to import`; a Cython module fails earlier,
+    at its type import: `ValueError: numpy.dtype size changed, may indicate
+    binary incompatibility. Expected 96 from C header, got 88 from
+    PyObject`, every module of h5py 3.10.0 under NumPy 2.0.2); an older NumPy refuses a build
     for a newer C-API (`RuntimeError: module was compiled against NumPy
     C-API version 0x14 (NumPy 2.3) but the running NumPy has C-API version
     0x12`, then `ImportError: numpy._core.multiarray failed to import`); a
@@ -509,12 +530,18 @@ class NumpyAbiMismatch(CapiRule):
         for art, member, strings in ctx.facts("extension_strings"):
             if getattr(strings, "numpy_headers", None):
                 modules.setdefault((id(art), member.path), [art, member, None, None])[3] = strings
+        # modules of a distribution whose import_array() accepts the running NumPy
+        runnable: dict[int, int] = {}
         for art, member, size, strings in modules.values():
-            finding = self._judge(ctx, running, version, art, member, size, strings)
+            target = _version_tuple(strings.numpy_target) if strings is not None and strings.numpy_target else None
+            if target is not None and target <= running:
+                runnable[id(art)] = runnable.get(id(art), 0) + 1
+        for art, member, size, strings in modules.values():
+            finding = self._judge(ctx, running, version, art, member, size, strings, runnable.get(id(art), 0))
             if finding is not None:
                 yield finding
 
-    def _judge(self, ctx, running, version, art, member, size, strings) -> Finding | None:
+    def _judge(self, ctx, running, version, art, member, size, strings, runnable: int) -> Finding | None:
         headers = strings.numpy_headers if strings is not None else None
         target = strings.numpy_target if strings is not None else None
         built = "2.x" if headers == "2.x" else NUMPY_DTYPE_SIZE.get(size) or headers  # the size says which 1.x
@@ -530,6 +557,7 @@ class NumpyAbiMismatch(CapiRule):
         if headers:
             evidence["import_array_headers"] = headers
         name = art.ref.name or "this package"
+        severity = None
         if built is not None and built != "2.x" and running >= (2, 0):
             # Cython checks the sizes of the types it imports before import_array() runs (h5py 3.10.0
             # under NumPy 2.0.2: every module with a 96-byte numpy.dtype fails this way)
@@ -540,8 +568,8 @@ class NumpyAbiMismatch(CapiRule):
             fix = _numpy_fix(ctx, art, version, "<2", f"a build of {name} made with NumPy 2.x headers")
             maintainer = f"{name} builds with NumPy 2.x headers (such builds run on NumPy 1.x too), or declares `numpy<2`"
             built_with = built
-        elif target and tuple(map(int, target.split("."))) > running:
-            want = tuple(map(int, target.split(".")))
+        elif target and _version_tuple(target) > running:
+            want = _version_tuple(target)
             # the ImportError is spelled numpy._core (C header, numpy's .pxd) or numpy.core (Cython's automatic
             # import_array(), which also drops the RuntimeError: h5py 3.16.0's _npystrings under NumPy 1.26.4)
             error = (f"`ImportError: ...multiarray failed to import`, from import_array()'s `RuntimeError: module was "
@@ -551,6 +579,15 @@ class NumpyAbiMismatch(CapiRule):
             fix = _numpy_fix(ctx, art, version, f">={target}", f"a build of {name} that targets NumPy {version}")
             maintainer = f"{name} declares `numpy>={target}`, the NPY_TARGET_VERSION it builds with, or targets an older NumPy"
             built_with, evidence["target"] = "2.x", target
+            if runnable and _declared_admits(ctx, art, version):
+                # h5py 3.16.0: _npystrings targets NumPy 2.0 for StringDType, its 60 other modules 1.20, and
+                # it declares numpy>=1.21.2; under NumPy 1.26.4 nothing imports _npystrings (h5py's string
+                # I/O works): a package that keeps one module for newer NumPys is not broken by it
+                severity = Severity.INFO
+                said.append(f"{runnable} other module{'s' if runnable > 1 else ''} of {name} run with numpy {version}, "
+                            f"which {name} declares it supports: it likely imports this one only under a newer NumPy")
+                fix = f"nothing to do unless your code imports this module itself: it needs numpy>={target}"
+                maintainer = f"{name} imports this module only under numpy>={target} (guarded by the NumPy version)"
         elif size == 96 and headers != "2.x" and running < (1, 20):
             error = ("`ValueError: numpy.dtype size changed, may indicate binary incompatibility. "
                      "Expected 96 from C header, got 88 from PyObject`")
@@ -569,6 +606,7 @@ class NumpyAbiMismatch(CapiRule):
             fix=Fix(user=fix, maintainer=maintainer),
             evidence=evidence,
             key=symbol,
+            severity=severity,
         )
 
 
