@@ -466,9 +466,10 @@ class NumpyAbiMismatch(CapiRule):
     - built with NumPy 2.x headers for a newer C-API than the running NumPy
       has: 2.x headers spell the version they target (`NPY_TARGET_VERSION`;
       by default 1.19's C-API, spelled `1.16`, up to NumPy 2.3's headers,
-      1.23 from 2.4's) in `import_array()`'s error message, `(NumPy X.Y)`.  1.x headers keep their target only in machine
-      code, which is not read; a 1.20+ Cython build (96-byte `numpy.dtype`)
-      next to NumPy < 1.20 is reported.
+      1.23 from 2.4's) in `import_array()`'s error message, `(NumPy X.Y)`.
+      1.x headers keep their target only in machine code, which is not
+      read; a 1.20+ Cython build (96-byte `numpy.dtype`) next to NumPy <
+      1.20 is reported.
 
     Modules built with NumPy 2.x headers for their default target also run
     on NumPy 1.x, so they are not reported.  A module for a newer C-API in a
@@ -486,8 +487,8 @@ class NumpyAbiMismatch(CapiRule):
     numpy.core.multiarray failed to import`; a Cython module fails earlier,
     at its type import: `ValueError: numpy.dtype size changed, may indicate
     binary incompatibility. Expected 96 from C header, got 88 from
-    PyObject`, every module of h5py 3.10.0 under NumPy 2.0.2); an older NumPy refuses a build
-    for a newer C-API (`RuntimeError: module was compiled against NumPy
+    PyObject`, as every module of h5py 3.10.0 does under NumPy 2.0.2); an
+    older NumPy refuses a build for a newer C-API (`RuntimeError: module was compiled against NumPy
     C-API version 0x14 (NumPy 2.3) but the running NumPy has C-API version
     0x12`, then `ImportError: numpy._core.multiarray failed to import`); a
     1.20+ Cython build under NumPy < 1.20 fails with `ValueError:
@@ -580,7 +581,7 @@ class NumpyAbiMismatch(CapiRule):
             maintainer = f"{name} declares `numpy>={target}`, the NPY_TARGET_VERSION it builds with, or targets an older NumPy"
             built_with, evidence["target"] = "2.x", target
             if runnable and _declared_admits(ctx, art, version):
-                # h5py 3.16.0: _npystrings targets NumPy 2.0 for StringDType, its 60 other modules 1.20, and
+                # h5py 3.16.0: _npystrings targets NumPy 2.0 for StringDType, its 24 other modules 1.20, and
                 # it declares numpy>=1.21.2; under NumPy 1.26.4 nothing imports _npystrings (h5py's string
                 # I/O works): a package that keeps one module for newer NumPys is not broken by it
                 severity = Severity.INFO
@@ -598,7 +599,7 @@ class NumpyAbiMismatch(CapiRule):
             return None
         evidence["built_with"] = built_with
         where = "installed" if art.ref.kind.value == "installed" else "given"
-        symbol = "numpy.dtype" if "expected_size" in evidence and headers != "2.x" else "import_array"
+        symbol = "numpy.dtype" if size in NUMPY_DTYPE_SIZE and headers != "2.x" else "import_array"
         return self.finding(
             Location(art.ref, member.path, symbol=symbol),
             f"{member.path} was compiled with NumPy {built_with} headers ({'; '.join(said)}); "
