@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from cuaudit.store import FactStore
 
 #: bump when what a snapshot holds, or how its key is made, changes
-SCHEMA = 1
+SCHEMA = 2
 
 #: configuration fields that never reach a rule: where the cache is, how many workers
 _NOT_KEYED = frozenset({"jobs", "cache", "cache_dir", "cache_max_size", "probe_timeout", "source", "option_sources"})
@@ -75,21 +75,35 @@ def config_identity(config: "Config") -> str:
     return json.dumps(fields, sort_keys=True, default=repr)
 
 
-def usable(config: "Config", rules: Sequence[type], extractors: Sequence[type]) -> bool:
-    """Whether this audit may use a snapshot: cached, no probes, only cuaudit's own rules and extractors."""
+def usable(config: "Config", codes: Sequence[str], extractors: Sequence[str]) -> bool:
+    """Whether this audit may use a snapshot: cached, no probes, only cuaudit's own rules and extractors.
+
+    Read from the rule index and the extractors registered so far, importing neither: an
+    extractor registered from elsewhere under a name the rules need is already registered."""
+    from cuaudit import facts, rules
+
     if not config.cache or config.probe:
         return False
-    return all(c.__module__.startswith("cuaudit.") for c in (*rules, *extractors))
+    if not all(rules.info(c).module.startswith("cuaudit.") for c in codes):
+        return False
+    return all(facts.registered(n) is None or facts.registered(n).__module__.startswith("cuaudit.") for n in extractors)
 
 
-def slot_key(config: "Config", environment: EnvironmentInfo | None, rules: Sequence[type],
-             extractors: Sequence[type], command: str) -> str:
-    """Where this (interpreter, configuration, selection)'s latest snapshot lives in the store."""
+def slot_key(config: "Config", environment: EnvironmentInfo | None, codes: Sequence[str],
+             extractors: Sequence[str], command: str) -> str:
+    """Where this (interpreter, configuration, selection)'s latest snapshot lives in the store.
+
+    Extractor versions are not part of it: they are cuaudit's code, which the content
+    (:func:`code_identity`) holds."""
+    from cuaudit import rules
+
     parts = [
         # the interpreter running cuaudit too: its ast and its stdlib module names shape the model
         str(SCHEMA), command, sys.executable, sys.version, repr(environment), config_identity(config),
-        ",".join(sorted(f"{c.__module__}.{c.__qualname__}" for c in rules)),
-        ",".join(sorted(f"{c.__module__}.{c.__qualname__}:{c.name}:{c.version}" for c in extractors)),
+        ",".join(sorted(f"{rules.info(c).module}.{rules.info(c).qualname}" for c in codes)),
+        ",".join(sorted(extractors)),
+        # the bounds inputs and extractors are read with (docs/security.md) come from the environment
+        repr(sorted((k, v) for k, v in os.environ.items() if k.startswith("CUAUDIT_BUDGET_"))),
     ]
     return "snapshot:" + hashlib.blake2b("\n".join(parts).encode(), digest_size=20).hexdigest()
 
@@ -190,6 +204,8 @@ class Snapshot:
     findings: list[Finding]
     #: per artifact (in order): everything skipped, listing's and the rules' own
     skipped: list[list[Skipped]]
+    #: the inline suppressions of the members the findings are in (facts of their content)
+    suppressions: dict[tuple[Any, str], Any]
     #: evidence name -> [(its input's ref, the questions asked of it)]
     evidence: dict[str, list[tuple[Any, Questions]]] = field(default_factory=dict)
     stats: dict[str, int] = field(default_factory=dict)
