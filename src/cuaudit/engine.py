@@ -546,9 +546,9 @@ def gather(
 
 def _collect(
     paths: Iterable[str | os.PathLike | Artifact], *, env: "str | bool | Environment | None", config: Config,
-    progress: Progress | None,
+    progress: Progress | None, listed: bool = True,
 ) -> tuple[list[Artifact], EnvironmentInfo | None, list[Finding]]:
-    """Resolve inputs (and an environment) and list them: what a snapshot is keyed by."""
+    """Resolve inputs (and an environment) and, with ``listed``, list them: what a snapshot is keyed by."""
     from cuaudit.inputs import resolve
 
     paths = list(paths)
@@ -569,7 +569,7 @@ def _collect(
         except InterpreterError as exc:
             ref = ArtifactRef(kind=ArtifactKind.FILE, path=str(python))
             problems.append(rules_registry.get("CU008").finding(Location(ref), str(exc)))
-    for art in artifacts:
+    for art in artifacts if listed else ():
         _list_safely(art)
     return artifacts, environment, problems
 
@@ -618,12 +618,12 @@ def audit(
     # codes, not classes: a snapshot's hit imports no rule module (rules.info reads the index)
     codes = rules_registry.selected_codes(config.selected, config.ignored)
     names = extractors_for(codes)
-    artifacts, environment, early = _collect(paths, env=env, config=config, progress=progress)
+    artifacts, environment, early = _collect(paths, env=env, config=config, progress=progress, listed=False)
     # `env` and `check` reuse what their last run derived when nothing it depends on changed (snapshot.py)
     slot = content = None
     if command in SNAPSHOT_COMMANDS and snapshot.usable(config, codes, names):
         slot = snapshot.slot_key(config, environment, codes, names, command)
-        content = snapshot.content_identity(artifacts, snapshot.code_identity())
+        content = snapshot.content_identity(artifacts, snapshot.code_identity(), _list_safely)
         extraction = Extraction(config, None)
         evidence_inputs = EvidenceInputs(config, environment, extraction)
         hit = snapshot.load(extraction.store, slot, content)
@@ -635,6 +635,8 @@ def audit(
                            [ref for name in EvidenceInputs.NAMES for ref, _ in hit.evidence.get(name, ())],
                            {**hit.stats, "snapshot_reused": True}, started, command)
         extraction.store.close()
+    for art in artifacts:
+        _list_safely(art)
     selected = [rules_registry.get(c) for c in codes]
     runnable = [cls() for cls in selected if not cls.emitted_by_engine]
     gathered = _extract(artifacts, environment, early, config=config, extractors=names, progress=progress)

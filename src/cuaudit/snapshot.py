@@ -108,10 +108,35 @@ def slot_key(config: "Config", environment: EnvironmentInfo | None, codes: Seque
     return "snapshot:" + hashlib.blake2b("\n".join(parts).encode(), digest_size=20).hexdigest()
 
 
-def content_identity(artifacts: Sequence["Artifact"], code: str) -> str:
-    """Every audited member's content key, and what listing each artifact met."""
+def listing_identity(artifact: "Artifact") -> str | None:
+    """The identity of the one regular file an artifact's listing follows from (``single_file``), or None."""
+    import stat
+
+    from cuaudit.inputs.identity import file_identity
+
+    if not artifact.single_file:
+        return None
+    try:
+        st = os.stat(artifact.ref.path)
+    except OSError:
+        return None  # listed, then: the listing reports why it cannot be read
+    return file_identity(st) if stat.S_ISREG(st.st_mode) else None
+
+
+def content_identity(artifacts: Sequence["Artifact"], code: str, list_members: Callable[["Artifact"], None]) -> str:
+    """Every audited member's content key, and what listing each artifact met.
+
+    A single-file artifact (a wheel, an sdist, a file) stands by its file's identity,
+    unlisted: the identity (device, inode, size, mtime, ctime) changes with any rewrite,
+    and the member keys are made from it.  The others are listed (``list_members``)."""
     h = hashlib.blake2b(code.encode(), digest_size=20)
     for art in artifacts:
+        ident = listing_identity(art)
+        if ident is not None:
+            h.update(f"\0{type(art).__name__}\0{art.ref!r}\0file\0{ident}\0{art.problems!r}\n"
+                     .encode("utf-8", "surrogateescape"))
+            continue
+        list_members(art)
         h.update(f"\0{type(art).__name__}\0{art.ref!r}\0{art.problems!r}\0{art.skipped!r}\n".encode("utf-8", "surrogateescape"))
         h.update("\n".join(f"{m.path}\t{m.kind.value}\t{m.size}\t{m.content_key}" for m in art.members)
                  .encode("utf-8", "surrogateescape"))
