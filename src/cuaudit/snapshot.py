@@ -53,9 +53,9 @@ SCHEMA = 2
 _NOT_KEYED = frozenset({"jobs", "cache", "cache_dir", "cache_max_size", "probe_timeout", "source", "option_sources"})
 
 
-def code_identity() -> str:
+def code_identity(root: str | None = None) -> str:
     """cuaudit's version and the ``stat`` of every file of the package (its rules, models and data)."""
-    root = os.path.dirname(os.path.abspath(__file__))
+    root = root or os.path.dirname(os.path.abspath(__file__))
     h = hashlib.blake2b(__version__.encode(), digest_size=16)
     for dirpath, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
