@@ -132,6 +132,10 @@ def test_configuration_selection_budgets_and_cuaudit_each_key_the_snapshot(tmp_p
     assert not _check(wheel, config).stats["snapshot_reused"]
     monkeypatch.delenv("CUAUDIT_BUDGET_RATIO")
     assert _check(wheel, config).stats["snapshot_reused"]
+    monkeypatch.setattr(snapshot, "_loader_identity", lambda: "another loader")  # the machine's ld.so changed
+    assert not _check(wheel, config).stats["snapshot_reused"]
+    monkeypatch.undo()
+    assert _check(wheel, config).stats["snapshot_reused"]
     monkeypatch.setattr(snapshot, "__version__", "0.0.0-other")  # another cuaudit
     assert not _check(wheel, config).stats["snapshot_reused"]
 
@@ -162,9 +166,11 @@ def test_a_hit_imports_no_rule_or_fact_module(tmp_path):
     assert "cuaudit.rules.imports" in first.stderr  # the miss ran the rules
     second = subprocess.run(args, capture_output=True, text=True, env=env, check=True)
     assert json.loads(second.stdout)["stats"]["snapshot_reused"]
-    # the engine's evidence view (a base class) and the suppression facts the snapshot holds
+    # the engine's evidence view (a base class), the suppression facts the snapshot holds, and
+    # the loader's file names (analysis.libraries.LOADERS: the machine's loader keys the snapshot)
     assert eval(second.stderr.strip().splitlines()[-1]) == [
-        "cuaudit.facts.evidence", "cuaudit.facts.suppressions", "cuaudit.rules._index"]
+        "cuaudit.analysis.libraries", "cuaudit.facts.evidence", "cuaudit.facts.suppressions",
+        "cuaudit.rules._index"]
     assert json.loads(second.stdout)["findings"] == json.loads(first.stdout)["findings"]
     version = subprocess.run([sys.executable, "-c", probe, "--version"], capture_output=True, text=True, env=env)
     assert eval(version.stderr.strip().splitlines()[-1]) == []

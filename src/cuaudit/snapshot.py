@@ -104,6 +104,7 @@ def slot_key(config: "Config", environment: EnvironmentInfo | None, codes: Seque
         ",".join(sorted(extractors)),
         # the bounds inputs and extractors are read with (docs/security.md) come from the environment
         repr(sorted((k, v) for k, v in os.environ.items() if k.startswith("CUAUDIT_BUDGET_"))),
+        _loader_identity(),
     ]
     return "snapshot:" + hashlib.blake2b("\n".join(parts).encode(), digest_size=20).hexdigest()
 
@@ -121,6 +122,21 @@ def listing_identity(artifact: "Artifact") -> str | None:
     except OSError:
         return None  # listed, then: the listing reports why it cannot be read
     return file_identity(st) if stat.S_ISREG(st.st_mode) else None
+
+
+def _loader_identity() -> str:
+    """The machine's dynamic loader, whose built-in search folders the loader model reads from the file
+    itself (``analysis.libraries.default_dirs``), not through a recorded evidence question."""
+    from cuaudit.analysis.libraries import LOADERS
+    from cuaudit.inputs.identity import file_identity
+
+    out = []
+    for path in LOADERS:
+        try:
+            out.append(f"{path}:{file_identity(os.stat(path))}")
+        except OSError:
+            out.append(f"{path}:-")
+    return ",".join(out)
 
 
 def content_identity(artifacts: Sequence["Artifact"], code: str, list_members: Callable[["Artifact"], None]) -> str:
