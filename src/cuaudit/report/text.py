@@ -103,13 +103,19 @@ def wrap(text: "Text", width: int | None, hang: int) -> list["Text"]:
 
 
 class _Writer:
-    def __init__(self, console, width: int | None) -> None:
+    def __init__(self, console, width: int | None, *, plain: bool = False) -> None:
         self.console = console
         self.width = width
+        #: no colour: a line without a tab is its plain text (what the console prints for it, without
+        #: rendering styles; 0.14 s of the 0.58 s of a cached env report of 3,239 findings)
+        self.plain = plain
 
     def line(self, text: "Text", hang: int = 0) -> None:
         for piece in wrap(text, self.width, hang):
-            self.console.print(piece)
+            if self.plain and "\t" not in piece.plain:
+                self.console.file.write(piece.plain + "\n")
+            else:
+                self.console.print(piece)
 
     def blank(self) -> None:
         self.console.print()
@@ -193,7 +199,7 @@ def render(
         file=buf, force_terminal=color, no_color=not color, width=10_000,
         highlight=False, soft_wrap=True, color_system="standard" if color else None, markup=False, emoji=False,
     )
-    w = _Writer(console, width)
+    w = _Writer(console, width, plain=not color)
     if report.environment is not None:
         env = report.environment
         w.line(Text.assemble(
