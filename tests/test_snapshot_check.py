@@ -97,6 +97,15 @@ def test_a_rewritten_or_touched_wheel_runs_the_check_again(tmp_path, config):
     assert not touched.stats["snapshot_reused"] and _json(touched) == _json(again)
 
 
+def test_wheels_checked_in_turn_each_keep_their_snapshot(tmp_path, config):
+    one = make_wheel(tmp_path, "trap", "1.0", FILES)
+    two = make_wheel(tmp_path, "trap", "2.0", {**FILES, "trap/__init__.py": "from . import sub, use\n"})
+    first = [_check(one, config), _check(two, config)]
+    again = [_check(one, config), _check(two, config)]
+    assert [r.stats["snapshot_reused"] for r in first + again] == [False, False, True, True]
+    assert [_json(r) for r in again] == [_json(r) for r in first]
+
+
 def test_an_sdist_and_a_tree_run_the_check_again_when_a_member_changes(tmp_path, config):
     tree = make_tree(tmp_path / "trap-1.0", {**FILES, "pyproject.toml": "[project]\nname = 'trap'\nversion = '1.0'\n"})
     sdist = tmp_path / "trap-1.0.tar.gz"

@@ -622,7 +622,8 @@ def audit(
     # `env` and `check` reuse what their last run derived when nothing it depends on changed (snapshot.py)
     slot = content = None
     if command in SNAPSHOT_COMMANDS and snapshot.usable(config, codes, names):
-        slot = snapshot.slot_key(config, environment, codes, names, command)
+        named = [a.ref for a in artifacts if a.ref.kind is not ArtifactKind.INSTALLED]
+        slot = snapshot.slot_key(config, environment, codes, names, command, named)
         content = snapshot.content_identity(artifacts, snapshot.code_identity(), _list_safely)
         extraction = Extraction(config, None)
         evidence_inputs = EvidenceInputs(config, environment, extraction)

@@ -23,8 +23,9 @@ the fact cache, which re-extracts only the members whose content changed.
 Probes (``--probe``) run real code and are never snapshotted; neither are rules
 or extractors defined outside cuaudit (a test's rule: its code has no ``stat``).
 
-One slot per (interpreter, configuration, selection) in the fact store holds the
-latest snapshot, so an environment that keeps changing does not pile them up.
+One slot per (inputs, interpreter, configuration, selection) in the fact store holds
+the latest snapshot, so an environment or a wheel that keeps changing does not pile
+them up (the cache's size cap prunes the slots of inputs no longer checked).
 """
 
 from __future__ import annotations
@@ -90,16 +91,18 @@ def usable(config: "Config", codes: Sequence[str], extractors: Sequence[str]) ->
 
 
 def slot_key(config: "Config", environment: EnvironmentInfo | None, codes: Sequence[str],
-             extractors: Sequence[str], command: str) -> str:
-    """Where this (interpreter, configuration, selection)'s latest snapshot lives in the store.
+             extractors: Sequence[str], command: str, inputs: Sequence[Any] = ()) -> str:
+    """Where this (inputs, interpreter, configuration, selection)'s latest snapshot lives in the store.
 
-    Extractor versions are not part of it: they are cuaudit's code, which the content
-    (:func:`code_identity`) holds."""
+    ``inputs``: the refs of what was named to audit (wheels, trees: not an environment's
+    distributions, which the environment names), so that checks of several wheels in turn
+    each keep their own.  Extractor versions are not part of it: they are cuaudit's code,
+    which the content (:func:`code_identity`) holds."""
     from cuaudit import rules
 
     parts = [
         # the interpreter running cuaudit too: its ast and its stdlib module names shape the model
-        str(SCHEMA), command, sys.executable, sys.version, repr(environment), config_identity(config),
+        str(SCHEMA), command, sys.executable, sys.version, repr(environment), config_identity(config), repr(list(inputs)),
         ",".join(sorted(f"{rules.info(c).module}.{rules.info(c).qualname}" for c in codes)),
         ",".join(sorted(extractors)),
         # the bounds inputs and extractors are read with (docs/security.md) come from the environment
