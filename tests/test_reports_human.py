@@ -310,9 +310,12 @@ def test_text_without_colour_writes_what_the_console_prints(cupy_like, monkeypat
            f("CU101", Severity.INFO, TREE, "pkg/b.py", None, message="ends with spaces   ")]
     report = make_report(list(cupy_like.findings) + odd)
     fast = {w: text_report.render(report, color=False, width=w) for w in (None, 60)}
-    monkeypatch.setattr(text_report._Writer, "__init__",
-                        lambda self, console, width, plain=False: (setattr(self, "console", console),
-                                                                   setattr(self, "width", width),
-                                                                   setattr(self, "plain", False))[0])
+    made = text_report._Writer.__init__
+
+    def through_rich(self, *args, **kwargs):
+        made(self, *args, **kwargs)
+        self.plain = False
+
+    monkeypatch.setattr(text_report._Writer, "__init__", through_rich)
     assert all(text_report.render(report, color=False, width=w) == fast[w] for w in fast)
     assert "漢字" in fast[None] and "\x1b" not in fast[None]

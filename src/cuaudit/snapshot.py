@@ -130,7 +130,7 @@ def listing_identity(artifact: "Artifact") -> str | None:
 def _loader_identity() -> str:
     """The machine's dynamic loader, whose built-in search folders the loader model reads from the file
     itself (``analysis.libraries.default_dirs``), not through a recorded evidence question."""
-    from cuaudit.analysis.libraries import LOADERS
+    from cuaudit.inputs.evidence import LOADERS
     from cuaudit.inputs.identity import file_identity
 
     out = []
