@@ -640,6 +640,7 @@ def audit(
         _list_safely(art)
     selected = [rules_registry.get(c) for c in codes]
     runnable = [cls() for cls in selected if not cls.emitted_by_engine]
+    names = extractors_for(codes)  # from the classes now imported: what they need, even if the index is stale
     gathered = _extract(artifacts, environment, early, config=config, extractors=names, progress=progress)
     extraction = gathered.extraction
     probes: list[ProbeRecord] = []

@@ -37,7 +37,7 @@ RULES = {
     'CU314': ('cuaudit.rules.capi', 'ExtensionTypeResized', 'extension-type-resized', (), True),
     'CU315': ('cuaudit.rules.capi', 'PublicModuleRemoved', 'public-module-removed', (), True),
     'CU316': ('cuaudit.rules.capi', 'ConsumerBroken', 'consumer-broken', (), True),
-    'CU317': ('cuaudit.rules.capi', 'NumpyAbiMismatch', 'numpy-abi-mismatch', ('cython-capi', 'metadata'), False),
+    'CU317': ('cuaudit.rules.capi', 'NumpyAbiMismatch', 'numpy-abi-mismatch', ('cython-capi', 'metadata', 'extension_strings'), False),
     'CU401': ('cuaudit.rules.promotion', 'FusedPythonScalar', 'fuse-python-scalar', ('promotion_source', 'promotion_requirements', 'metadata'), False),
     'CU402': ('cuaudit.rules.promotion', 'CanCastPythonScalar', 'can-cast-python-scalar', ('promotion_source', 'promotion_requirements', 'metadata'), False),
     'CU403': ('cuaudit.rules.promotion', 'PythonIntOutOfBounds', 'python-int-out-of-bounds', ('promotion_source', 'promotion_requirements', 'metadata'), False),
