@@ -14,6 +14,7 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass, field
+from typing import Mapping
 
 from cuaudit.formats import FormatError
 from cuaudit.model import InputError
@@ -121,8 +122,9 @@ _NO_CHILDREN_FIELDS = frozenset({
 #: argument without default, identifiers for `global`/`nonlocal` and class patterns)
 _MIXED_LISTS = frozenset({"keys", "kw_defaults", "names", "kwd_attrs"})
 _CHILD_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
-#: nodes without children worth visiting (a name's only child is its context)
-LEAVES = (ast.Name, ast.Constant)
+#: the one set of nodes no pass enters: visited themselves, their children never (a name's only
+#: child is its context; the rest have none).  Names and constants are most of a tree's nodes.
+LEAVES = frozenset({ast.Name, ast.Constant, ast.alias, ast.Pass, ast.Break, ast.Continue, ast.Global, ast.Nonlocal})
 
 
 def _child_fields(t: type) -> tuple[tuple[str, bool], ...]:
@@ -130,6 +132,52 @@ def _child_fields(t: type) -> tuple[tuple[str, bool], ...]:
     if fields is None:
         fields = _CHILD_FIELDS[t] = tuple((f, f in _MIXED_LISTS) for f in t._fields if f not in _NO_CHILDREN_FIELDS)
     return fields
+
+
+_BACKWARD_FIELDS: dict[object, tuple[tuple[str, bool], ...]] = {}
+
+
+def _backward_fields(t: type, only: tuple[str, ...] | None = None) -> tuple[tuple[str, bool], ...]:
+    """The child fields of ``t`` (or the fields ``only``), last first: what a stack walk pushes."""
+    key = t if only is None else (t, only)
+    fields = _BACKWARD_FIELDS.get(key)
+    if fields is None:
+        chosen = _child_fields(t) if only is None else tuple((f, f in _MIXED_LISTS) for f in only)
+        fields = _BACKWARD_FIELDS[key] = chosen[::-1]
+    return fields
+
+
+def preorder(roots: list[ast.AST] | list[ast.stmt], keep: frozenset[type],
+             enter: Mapping[type, tuple[str, ...]] | None = None) -> list[ast.AST]:
+    """The nodes of the types ``keep`` in and under ``roots``, in source order (depth first,
+    children in ``ast.iter_child_nodes`` order): the one walk the passes share.
+
+    ``enter`` names, for some node types, the only fields walked into (``()``: the node is kept
+    if asked for but not entered): a function body's own nodes leave nested classes and lambdas
+    out.  ``LEAVES`` are never entered.  An explicit stack and a field table per type: no
+    generator, no call per node (the passes visit every node of an environment).
+    """
+    out: list[ast.AST] = []
+    stack: list[ast.AST] = list(roots)[::-1]
+    pop, push, extend, add = stack.pop, stack.append, stack.extend, out.append
+    leaves, table, node_type = LEAVES, _BACKWARD_FIELDS, ast.AST
+    enter = enter or {}
+    while stack:
+        n = pop()
+        t = type(n)
+        if t in keep:
+            add(n)
+        if t in leaves:
+            continue
+        only = enter.get(t)
+        fields = (table.get(t) or _backward_fields(t)) if only is None else _backward_fields(t, only)
+        for name, mixed in fields:
+            value = getattr(n, name, None)
+            if type(value) is list:
+                extend([v for v in reversed(value) if isinstance(v, node_type)] if mixed else value[::-1])
+            elif value is not None and isinstance(value, node_type):
+                push(value)
+    return out
 
 
 def child_nodes(node: ast.AST) -> list[ast.AST]:
