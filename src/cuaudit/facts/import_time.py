@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from cuaudit.facts import Extractor, MemberReader
-from cuaudit.formats.python import child_nodes, preorder
+from cuaudit.formats.python import child_nodes, preorder, walk
 from cuaudit.model import Member, MemberKind
 
 
@@ -466,7 +466,7 @@ class _Reader:
 
     def effects_of(self, body: list[ast.stmt]) -> Iterator[Effect]:
         for node in body:
-            for sub in ast.walk(node):
+            for sub in walk(node):  # ast.walk's order, without its generator per node
                 if isinstance(sub, (ast.Import, ast.ImportFrom)):
                     yield from _import_effects(sub, ())
 

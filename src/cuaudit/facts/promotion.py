@@ -222,6 +222,7 @@ class _Typed:
 
 class _Analysis:
     def __init__(self, module: PythonModule) -> None:
+        self.source = module.text
         self.segment = module.segment
         self.column = module.column
         self.aliases: dict[str, str] = {}
@@ -416,6 +417,10 @@ class _Analysis:
         # such an import those lookups cannot succeed (most modules that mention numpy in text)
         fuses = bool(roots & {"cupy", "cupyx"})
         calls = bool(roots & {"numpy", "cupy"})
+        if not fuses and not calls and "astype" not in self.source and self.source.isascii():
+            # without those imports only `.astype(...)` can give a value a dtype (an identifier
+            # outside ASCII may be a spelling of it): no operation has two typed operands
+            return
         fused_names = self.fused_by_call(all_nodes) if fuses else set()
         kernels = self.kernel_names(all_nodes) if fuses else set()
         derived: list[tuple[dict[str, Any], dict[str, _Typed]]] = []
