@@ -193,8 +193,7 @@ def preorder(roots: list[ast.AST] | list[ast.stmt], keep: frozenset[type],
             add(n)
         if t in leaves:
             continue
-        only = enter.get(t)
-        fields = table[t] if only is None else _backward_only(t, only)
+        fields = table[t] if t not in enter else _backward_only(t, enter[t])
         for name, mixed in fields:
             value = getattr(n, name, None)
             if type(value) is list:
