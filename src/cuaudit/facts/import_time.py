@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from cuaudit.facts import CompactState, Extractor, MemberReader
+from cuaudit.formats.python import child_nodes, preorder, walk
 from cuaudit.model import Member, MemberKind
 
 
@@ -260,53 +261,33 @@ def _import_effects(node: ast.Import | ast.ImportFrom, conds: tuple[Condition, .
                          bound=a.asname or a.name)
 
 
-#: nodes that hold no call, import or assignment: never entered (names, constants and their
-#: `Load()` contexts are most of a function's nodes; 26 M visits over 88 distributions)
-_INERT = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop, ast.alias,
-          ast.arg, ast.Pass, ast.Break, ast.Continue, ast.Global, ast.Nonlocal)
+#: what a function body's walk keeps: the effects of calling it come from these
+_FUNCTION_EFFECT_NODES = frozenset({ast.Import, ast.ImportFrom, ast.Call, ast.Assign})
 
 
-def _own_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
-    """The nodes of a function body that run when it is called (not nested defs, classes,
-    lambdas), in source order; nodes that hold no call, import or assignment are left out."""
-    stack: list[ast.AST] = [n for n in reversed(body) if not isinstance(n, _INERT)]
-    AST, inert = ast.AST, _INERT
-    while stack:
-        n = stack.pop()
-        yield n
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            stack.extend(d for d in reversed(n.decorator_list) if not isinstance(d, inert))
-            continue
-        if isinstance(n, (ast.ClassDef, ast.Lambda)):
-            continue
-        children: list[ast.AST] = []
-        for field in n._fields:
-            v = getattr(n, field, None)
-            if isinstance(v, list):
-                children.extend(x for x in v if isinstance(x, AST) and not isinstance(x, inert))
-            elif isinstance(v, AST) and not isinstance(v, inert):
-                children.append(v)
-        children.reverse()
-        stack.extend(children)
+#: what a function body's walk leaves out: nested classes and lambdas; of a nested def only its
+#: decorators run when the function is called
+_FUNCTION_SCOPE = {ast.FunctionDef: ("decorator_list",), ast.AsyncFunctionDef: ("decorator_list",),
+                   ast.ClassDef: (), ast.Lambda: ()}
 
 
-def _calls_in(node: ast.AST, conds: tuple[Condition, ...], shallow: bool = False) -> Iterator[Effect]:
-    """Calls (and dynamic imports) evaluated by an expression, not entering lambdas
-    (``shallow``: only ``node`` itself, its arguments' calls come on their own)."""
-    if shallow:
-        yield from _calls_in_one(node, conds)
-        return
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, ast.Lambda):
-            continue
-        if isinstance(n, ast.Call):
-            yield from _calls_in_one(n, conds)
-        stack.extend(reversed(list(ast.iter_child_nodes(n))))
+def _own_nodes(body: list[ast.stmt]) -> list[ast.AST]:
+    """The imports, calls and assignments of a function body that run when it is called, in
+    source order (one shared walk: every function of an environment goes through here)."""
+    return preorder(body, _FUNCTION_EFFECT_NODES, _FUNCTION_SCOPE)
 
 
-def _calls_in_one(n: ast.Call, conds: tuple[Condition, ...]) -> Iterator[Effect]:
+def _calls_in(node: ast.AST, conds: tuple[Condition, ...]) -> list[Effect]:
+    """Calls (and dynamic imports) evaluated by an expression, not entering lambdas, in source order."""
+    effects = (_call_effect(n, conds) for n in preorder([node], _CALL, _NOT_LAMBDAS))  # type: ignore[arg-type]
+    return [e for e in effects if e is not None]
+
+
+_CALL = frozenset({ast.Call})
+_NOT_LAMBDAS: dict[type, tuple[str, ...]] = {ast.Lambda: ()}
+
+
+def _call_effect(n: ast.Call, conds: tuple[Condition, ...]) -> Effect | None:
     name = dotted(n.func)
     if name.rpartition(".")[2] in ("import_module", "__import__") and n.args:
         arg = n.args[0]
@@ -321,13 +302,14 @@ def _calls_in_one(n: ast.Call, conds: tuple[Condition, ...]) -> Iterator[Effect]
         variable = arg.id if isinstance(arg, ast.Name) else ""
         given = n.args[1] if len(n.args) > 1 else next((k.value for k in n.keywords if k.arg == "package"), None)
         expr = ast.unparse(arg) if not literal else ""
-        yield Effect("dynamic-import", n.lineno, conds, module=literal, name=package, bound=variable, callee=name,
-                     expr=expr if len(expr) <= 200 else "",
-                     package=given.value if isinstance(given, ast.Constant) and isinstance(given.value, str) else "")
-    elif name:
+        return Effect("dynamic-import", n.lineno, conds, module=literal, name=package, bound=variable, callee=name,
+                      expr=expr if len(expr) <= 200 else "",
+                      package=given.value if isinstance(given, ast.Constant) and isinstance(given.value, str) else "")
+    if name:
         kwargs = tuple((k.arg, k.value.value) for k in n.keywords
                        if k.arg and isinstance(k.value, ast.Constant) and isinstance(k.value.value, str))
-        yield Effect("call", n.lineno, conds, callee=name, args=_literal_strings(n.args), kwargs=kwargs)
+        return Effect("call", n.lineno, conds, callee=name, args=_literal_strings(n.args), kwargs=kwargs)
+    return None
 
 
 def _globals_update(node: ast.AST) -> str | None:
@@ -601,7 +583,7 @@ class _Reader:
                 if isinstance(t, ast.Name):
                     self.effects.append(Effect("del", line, conds, bound=t.id))
         elif isinstance(node, (ast.Return, ast.Raise, ast.Assert)):
-            for child in ast.iter_child_nodes(node):
+            for child in child_nodes(node):
                 self.effects.extend(_calls_in(child, conds))
 
     def class_body(self, node: ast.ClassDef, qualname: str, conds: tuple[Condition, ...]) -> None:
@@ -622,7 +604,7 @@ class _Reader:
 
     def effects_of(self, body: list[ast.stmt]) -> Iterator[Effect]:
         for node in body:
-            for sub in ast.walk(node):
+            for sub in walk(node):  # ast.walk's order, without its generator per node
                 if isinstance(sub, (ast.Import, ast.ImportFrom)):
                     yield from _import_effects(sub, ())
 
@@ -647,7 +629,9 @@ class _Reader:
             if isinstance(sub, (ast.Import, ast.ImportFrom)):
                 effects.extend(_import_effects(sub, ()))
             elif isinstance(sub, ast.Call):
-                effects.extend(_calls_in(sub, (), shallow=True))
+                effect = _call_effect(sub, ())
+                if effect is not None:
+                    effects.append(effect)
                 source = _globals_update(sub)
                 if source is not None:
                     # `globals()` in a function is its own module's namespace (cuda.core's
@@ -657,7 +641,10 @@ class _Reader:
                     isinstance(t, ast.Subscript) and dotted(t.value) == "sys.modules" for t in sub.targets):
                 # cryptography's utils.deprecated(): the caller's module is replaced by a wrapper
                 effects.append(Effect("swap", sub.lineno))
-        effects = _over_literals(effects, [n for n in ast.walk(node) if isinstance(n, (ast.For, ast.AsyncFor))], node)
+        if any(e.kind == "dynamic-import" and e.expr and not e.loop_var for e in effects):
+            # the loops are looked for only where _over_literals reads them: a walk of every
+            # function body of an environment for them cost more than the effects' own walk
+            effects = _over_literals(effects, [n for n in walk(node) if isinstance(n, (ast.For, ast.AsyncFor))], node)
         nested = {s.name: s for s in node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
         returned = ""
         last = node.body[-1] if node.body else None

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from cuaudit.facts import Extractor, InputError, MemberReader
-from cuaudit.formats.python import PythonModule, parse_python_text
+from cuaudit.formats.python import CHILD_FIELDS, LEAVES, PythonModule, parse_python_text
 from cuaudit.model import Member, MemberKind
 
 # -- dtypes, in pure Python (cuaudit does not depend on NumPy) -------------------------
@@ -223,6 +223,7 @@ class _Typed:
 class _Analysis:
     def __init__(self, module: PythonModule) -> None:
         self.source = module.text
+        self.segment = module.segment
         self.column = module.column
         self.aliases: dict[str, str] = {}
         self.fused: list[FusedScalar] = []
@@ -242,7 +243,7 @@ class _Analysis:
                     self.column(end_line, node.end_col_offset or 0))  # type: ignore[attr-defined]
 
     def text(self, node: ast.AST) -> str:
-        return " ".join((ast.get_source_segment(self.source, node) or "").split())
+        return " ".join((self.segment(node) or "").split())
 
     def qualname(self, node: ast.AST) -> str | None:
         """``np.random.rand`` -> ``numpy.random.rand`` through the module's imports."""
@@ -356,6 +357,8 @@ class _Analysis:
         single: dict[str, ast.AST] = {}
         augmented: set[str] = set()
         for node in nodes:
+            if type(node) in _BIND_NOTHING:
+                continue  # most of a scope's nodes: checked below, bind nothing
             targets: list[ast.AST] = []
             if isinstance(node, ast.Assign):
                 targets = node.targets
@@ -409,8 +412,17 @@ class _Analysis:
         scopes = _build_scopes(tree)
         all_nodes = [n for sc in scopes for n in sc.nodes]
         self.collect_imports(all_nodes)
-        fused_names = self.fused_by_call(all_nodes)
-        kernels = self.kernel_names(all_nodes)
+        roots = {v.split(".")[0] for v in self.aliases.values()}
+        # a kernel needs cupy.fuse / cupyx.fuse, every checked call a numpy or cupy name: without
+        # such an import those lookups cannot succeed (most modules that mention numpy in text)
+        fuses = bool(roots & {"cupy", "cupyx"})
+        calls = bool(roots & {"numpy", "cupy"})
+        if not fuses and not calls and "astype" not in self.source and self.source.isascii():
+            # without those imports only `.astype(...)` can give a value a dtype (an identifier
+            # outside ASCII may be a spelling of it): no operation has two typed operands
+            return
+        fused_names = self.fused_by_call(all_nodes) if fuses else set()
+        kernels = self.kernel_names(all_nodes) if fuses else set()
         derived: list[tuple[dict[str, Any], dict[str, _Typed]]] = []
         for sc in scopes:
             parent = sc.parent
@@ -420,14 +432,15 @@ class _Analysis:
             scalars, env = self.scope_bindings(sc.nodes, sc.params, outer[0], outer[1])
             derived.append((scalars, env))
             owner = sc.owner
-            if isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+            if fuses and isinstance(owner, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
                 owner.name in fused_names or any(self.is_fuse(d) for d in owner.decorator_list)
             ):
                 self.check_kernel(owner, sc.params, scalars)
             for node in sc.nodes:
-                if isinstance(node, (ast.Call, ast.BinOp, ast.AugAssign)):
+                t = type(node)
+                if t is ast.BinOp or t is ast.AugAssign or (calls and t is ast.Call):
                     self.check_node(node, scalars, env)
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in kernels:
+                if kernels and t is ast.Call and isinstance(node.func, ast.Name) and node.func.id in kernels:
                     for i, arg in enumerate(node.args):
                         ok, value = self.literal(arg, scalars)
                         if ok and not isinstance(value, bool):
@@ -754,20 +767,31 @@ def _build_scopes(tree: ast.Module) -> list[_Scope]:
 
     A function's decorators and defaults belong to the enclosing scope, its
     body to its own; the def node itself is listed in the enclosing scope.
+    The stack holds nodes and, between them, the index of the scope the nodes
+    after it belong to (a pair per node cost a third of this walk).  A node's
+    fields are pushed first to last, so the last field is read first (an
+    ``else`` before its ``if`` body): the order the facts were always built in
+    (which import of a name counts last, the order of the findings).
     """
     scopes = [_Scope(None, -1, set(), [])]
-    stack: list[tuple[ast.AST, int]] = [(n, 0) for n in reversed(tree.body)]
-    keep = _KEPT
-    owners = _OWNER_TYPES
+    idx = 0
+    current = scopes[0].nodes
+    stack: list[Any] = tree.body[::-1]
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    keep, owners, leaves, fields_of, node_type = _KEPT, _OWNER_TYPES, LEAVES, CHILD_FIELDS, ast.AST
     while stack:
-        node, idx = stack.pop()
+        node = pop()
         t = type(node)
+        if t is int:
+            idx = node
+            current = scopes[idx].nodes
+            continue
         if t in keep:
-            scopes[idx].nodes.append(node)
+            current.append(node)
         if t in owners:
             outer: list[ast.AST] = []
             params: set[str] = set()
-            if isinstance(node, ast.ClassDef):
+            if t is ast.ClassDef:
                 outer = [*node.decorator_list, *node.bases, *node.keywords]
                 body: list[ast.AST] = list(node.body)
             else:
@@ -775,24 +799,23 @@ def _build_scopes(tree: ast.Module) -> list[_Scope]:
                 params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
                 params |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
                 outer = [*args.defaults, *(d for d in args.kw_defaults if d is not None)]
-                if not isinstance(node, ast.Lambda):
+                if t is not ast.Lambda:
                     outer += node.decorator_list
                 body = list(node.body) if isinstance(node.body, list) else [node.body]
             scopes.append(_Scope(node, idx, params, []))
-            child = len(scopes) - 1
-            stack.extend((n, child) for n in reversed(body))
-            stack.extend((n, idx) for n in reversed(outer))
+            push(idx)  # back to this scope after the body
+            extend(body[::-1])
+            push(len(scopes) - 1)  # the body is the new scope's
+            extend(outer[::-1])  # decorators and defaults first, in this scope
             continue
-        if t in _LEAVES:
+        if t in leaves:
             continue
-        for name in node._fields:
+        for name, mixed in fields_of[t]:
             value = getattr(node, name, None)
             if type(value) is list:
-                for v in reversed(value):
-                    if isinstance(v, ast.AST):
-                        stack.append((v, idx))
-            elif isinstance(value, ast.AST):
-                stack.append((value, idx))
+                extend([v for v in reversed(value) if isinstance(v, node_type)] if mixed else value[::-1])
+            elif value is not None and isinstance(value, node_type):
+                push(value)
     return scopes
 
 
@@ -803,9 +826,7 @@ _KEPT = frozenset({
     ast.Nonlocal, ast.NamedExpr, ast.Call, ast.BinOp,
 })
 _OWNER_TYPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef})
-#: nodes without children worth visiting
-_LEAVES = frozenset({ast.Name, ast.Constant, ast.Load, ast.Store, ast.Del, ast.Pass, ast.Break, ast.Continue,
-                     ast.alias})
+_BIND_NOTHING = frozenset({ast.Call, ast.BinOp})
 
 
 def _first_param(node: ast.AST, params: set[str], scalars: dict[str, Any], aliases: dict[str, str]) -> str | None:

@@ -27,10 +27,10 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from cuaudit.facts import Extractor, MemberReader
-from cuaudit.formats.python import LEAVES, PythonModule, child_nodes, parse_python_text, walk
+from cuaudit.formats.python import LEAVES, PythonModule, child_nodes, parse_python_text, preorder, walk
 from cuaudit.model import Member, MemberKind
 
 # -- the facts -------------------------------------------------------------------
@@ -228,6 +228,10 @@ _NESTED_SPECIAL = frozenset({
     ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Import, ast.ImportFrom, ast.If,
     ast.AnnAssign, ast.Try, getattr(ast, "TryStar", ast.Try), ast.Call, ast.Attribute,
 })
+_TRY_STAR = getattr(ast, "TryStar", ast.Try)
+_NAMES_AND_GLOBALS = frozenset({ast.Name, ast.Global})
+#: where ``_walk_nested`` is: (scope, locals, guard, caught, inside a def or class)
+_Context = tuple[str, frozenset[str], Any, tuple[str, ...], bool]
 _IN_PACKAGE_TESTS = re.compile(r"[^/]+/(tests|test)/")
 
 
@@ -404,8 +408,7 @@ class _Visitor:
             for n in tree.body
         )
         self._module_block(tree.body, conditional=False, type_checking=False, caught=())
-        for node in tree.body:
-            self._walk_nested(node, scope="module", locals_=frozenset(), guard=None, caught=())
+        self._walk_nested(tree.body)
         getattr_info = self._getattr_info()
         imported_names = {i.bound_name for i in self.imports}
         if self.all_dynamic:
@@ -638,102 +641,106 @@ class _Visitor:
                 self._bind(name, "lazy", line, False)
 
     # -- everything below module level: imports, chains -----------------------------------
-    def _walk_nested(self, node: ast.AST, *, scope: str, locals_: frozenset[str], guard, caught: tuple[str, ...], in_def: bool = False) -> None:
-        """Imports inside defs/classes and attribute chains everywhere, with their guards."""
-        t = type(node)
-        if t not in _NESTED_SPECIAL:
+    def _walk_nested(self, roots: list[ast.stmt]) -> None:
+        """Imports inside defs/classes and attribute chains everywhere, with their guards.
+
+        Depth first in source order with an explicit stack: a context on the stack (scope,
+        locals, guard, caught, in a def) holds for the nodes popped after it, until the next
+        one (a recursive call per node was most of this pass).
+        """
+        ctx: _Context = ("module", frozenset(), None, (), False)
+        scope, locals_, guard, caught, in_def = ctx
+        stack: list[ast.AST | _Context] = list(roots)[::-1]
+        pop, push, extend = stack.pop, stack.append, stack.extend
+        special, leaves, future_annotations = _NESTED_SPECIAL, LEAVES, self.future_annotations
+        while stack:
+            node = pop()
+            t = type(node)
+            if t is tuple:
+                ctx = node  # type: ignore[assignment]
+                scope, locals_, guard, caught, in_def = ctx
+                continue
+            if t in special:
+                if t is ast.FunctionDef or t is ast.AsyncFunctionDef or t is ast.Lambda:
+                    name = getattr(node, "name", "<lambda>")
+                    inner = f"{name}" if scope == "module" else f"{scope}.{name}"
+                    args = node.args
+                    params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+                    if args.vararg:
+                        params.add(args.vararg.arg)
+                    if args.kwarg:
+                        params.add(args.kwarg.arg)
+                    body = node.body if isinstance(node.body, list) else [node.body]
+                    assigned = set(params)
+                    globals_: set[str] = set()
+                    for n in preorder(body, _NAMES_AND_GLOBALS):
+                        if type(n) is ast.Name:
+                            if type(n.ctx) is ast.Store:
+                                assigned.add(n.id)
+                        else:
+                            globals_.update(n.names)
+                    assigned -= globals_
+                    push(ctx)  # after the body
+                    extend(body[::-1])
+                    push((inner, locals_ | frozenset(assigned), guard, caught, True))
+                    extend(getattr(node, "decorator_list", [])[::-1])  # in the enclosing scope
+                    continue
+                if t is ast.ClassDef:
+                    inner = node.name if scope == "module" else f"{scope}.{node.name}"
+                    push(ctx)
+                    extend(node.body[::-1])
+                    push((inner, locals_, guard, caught, True))
+                    extend((node.decorator_list + node.bases)[::-1])
+                    continue
+                if t is ast.Import or t is ast.ImportFrom:
+                    if in_def:
+                        self._record_import(node, scope, True, False, caught)
+                    continue
+                if t is ast.If and _is_type_checking(node.test):
+                    extend(node.orelse[::-1])  # the body never runs
+                    continue
+                if t is ast.AnnAssign:
+                    # annotations are not evaluated under `from __future__ import annotations`
+                    # (and never for local variables)
+                    parts = [node.target] + ([node.value] if node.value is not None else [])
+                    if not future_annotations and not in_def:
+                        parts.append(node.annotation)
+                    extend(parts[::-1])
+                    continue
+                if t is ast.Try or t is _TRY_STAR:
+                    names = tuple(n for h in node.handlers for n in _exc_names(h))
+                    body_guard = ("except", node.lineno, names) if any(n in _CATCH_ALL for n in names) else guard
+                    extend((node.orelse + node.finalbody)[::-1])
+                    for h in reversed(node.handlers):
+                        extend(h.body[::-1])
+                    push(ctx)
+                    extend(node.body[::-1])
+                    push((scope, locals_, body_guard, caught + names, in_def))
+                    continue
+                if t is ast.Call and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr"):
+                    args = node.args
+                    if (
+                        len(args) >= 2
+                        and isinstance(args[1], ast.Constant)
+                        and isinstance(args[1].value, str)
+                        and (node.func.id == "hasattr" or len(args) >= 3)
+                    ):
+                        base = args[0]
+                        root_attrs = _chain(base) if isinstance(base, ast.Attribute) else ((base.id, ()) if isinstance(base, ast.Name) else None)
+                        if root_attrs is not None and args[1].value.isidentifier():
+                            root, attrs = root_attrs
+                            kind = "hasattr" if node.func.id == "hasattr" else "getattr-default"
+                            self._add_chain(root, attrs + (args[1].value,), node, scope, locals_, (kind, node.lineno, ()), caught)
+                            extend(args[2:][::-1])
+                            continue
+                if t is ast.Attribute:
+                    found = _chain(node)
+                    if found is not None:
+                        root, attrs = found
+                        self._add_chain(root, attrs, node, scope, locals_, guard, caught)
+                        continue
             # most nodes: nothing of their own, only children (names and constants have none)
-            for child in child_nodes(node):
-                if type(child) not in LEAVES:
-                    self._walk_nested(child, scope=scope, locals_=locals_, guard=guard, caught=caught, in_def=in_def)
-            return
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            name = getattr(node, "name", "<lambda>")
-            inner = f"{name}" if scope == "module" else f"{scope}.{name}"
-            args = node.args
-            params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
-            if args.vararg:
-                params.add(args.vararg.arg)
-            if args.kwarg:
-                params.add(args.kwarg.arg)
-            body = node.body if isinstance(node.body, list) else [node.body]
-            assigned = set(params)
-            globals_: set[str] = set()
-            for sub in body:
-                for n in walk(sub):
-                    t = type(n)
-                    if t is ast.Name:
-                        if type(n.ctx) is ast.Store:
-                            assigned.add(n.id)
-                    elif t is ast.Global:
-                        globals_.update(n.names)
-            assigned -= globals_
-            for d in getattr(node, "decorator_list", []):
-                self._walk_nested(d, scope=scope, locals_=locals_, guard=guard, caught=caught, in_def=in_def)
-            for sub in body:
-                self._walk_nested(sub, scope=inner, locals_=locals_ | frozenset(assigned), guard=guard, caught=caught, in_def=True)
-            return
-        if isinstance(node, ast.ClassDef):
-            inner = node.name if scope == "module" else f"{scope}.{node.name}"
-            for d in node.decorator_list + node.bases:
-                self._walk_nested(d, scope=scope, locals_=locals_, guard=guard, caught=caught, in_def=in_def)
-            for sub in node.body:
-                self._walk_nested(sub, scope=inner, locals_=locals_, guard=guard, caught=caught, in_def=True)
-            return
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            if in_def:
-                self._record_import(node, scope, True, False, caught)
-            return
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
-            for sub in node.orelse:  # the body never runs
-                self._walk_nested(sub, scope=scope, locals_=locals_, guard=guard, caught=caught, in_def=in_def)
-            return
-        if isinstance(node, ast.AnnAssign):
-            # annotations are not evaluated under `from __future__ import annotations`
-            # (and never for local variables)
-            parts = [node.target] + ([node.value] if node.value is not None else [])
-            if not self.future_annotations and not in_def:
-                parts.append(node.annotation)
-            for sub in parts:
-                self._walk_nested(sub, scope=scope, locals_=locals_, guard=guard, caught=caught, in_def=in_def)
-            return
-        if isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
-            names = tuple(n for h in node.handlers for n in _exc_names(h))
-            body_guard = ("except", node.lineno, names) if any(n in _CATCH_ALL for n in names) else guard
-            for sub in node.body:
-                self._walk_nested(sub, scope=scope, locals_=locals_, guard=body_guard, caught=caught + names, in_def=in_def)
-            for h in node.handlers:
-                for sub in h.body:
-                    self._walk_nested(sub, scope=scope, locals_=locals_, guard=guard, caught=caught, in_def=in_def)
-            for sub in node.orelse + node.finalbody:
-                self._walk_nested(sub, scope=scope, locals_=locals_, guard=guard, caught=caught, in_def=in_def)
-            return
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr"):
-            args = node.args
-            if (
-                len(args) >= 2
-                and isinstance(args[1], ast.Constant)
-                and isinstance(args[1].value, str)
-                and (node.func.id == "hasattr" or len(args) >= 3)
-            ):
-                base = args[0]
-                root_attrs = _chain(base) if isinstance(base, ast.Attribute) else ((base.id, ()) if isinstance(base, ast.Name) else None)
-                if root_attrs is not None and args[1].value.isidentifier():
-                    root, attrs = root_attrs
-                    kind = "hasattr" if node.func.id == "hasattr" else "getattr-default"
-                    self._add_chain(root, attrs + (args[1].value,), node, scope, locals_, (kind, node.lineno, ()), caught)
-                    for sub in args[2:]:
-                        self._walk_nested(sub, scope=scope, locals_=locals_, guard=guard, caught=caught, in_def=in_def)
-                    return
-        if isinstance(node, ast.Attribute):
-            found = _chain(node)
-            if found is not None:
-                root, attrs = found
-                self._add_chain(root, attrs, node, scope, locals_, guard, caught)
-                return
-        for child in child_nodes(node):
-            if type(child) not in LEAVES:
-                self._walk_nested(child, scope=scope, locals_=locals_, guard=guard, caught=caught, in_def=in_def)
+            extend([c for c in reversed(child_nodes(node)) if type(c) not in leaves])
 
     def _add_chain(self, root: str, attrs: tuple[str, ...], node: ast.AST, scope: str, locals_: frozenset[str], guard, caught) -> None:
         g, gl, _ = guard if guard else ("", 0, ())

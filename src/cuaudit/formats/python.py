@@ -14,6 +14,7 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass, field
+from typing import Mapping
 
 from cuaudit.formats import FormatError
 from cuaudit.model import InputError
@@ -43,6 +44,20 @@ class PythonModule:
         if 1 <= line <= len(self.lines):
             return len(self.lines[line - 1].encode("utf-8")[:byte_offset].decode("utf-8", "replace")) + 1
         return byte_offset + 1
+
+    def segment(self, node: ast.AST) -> str | None:
+        """``ast.get_source_segment(text, node)`` over the shared ``lines`` (line ends written
+        as ``\\n``): that function splits the whole text again on every call."""
+        line, end_line = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
+        col, end_col = getattr(node, "col_offset", None), getattr(node, "end_col_offset", None)
+        if line is None or end_line is None or col is None or end_col is None:
+            return None
+        lines = self.lines
+        if end_line == line:
+            return lines[line - 1].encode()[col:end_col].decode()
+        first = lines[line - 1].encode()[col:].decode()
+        last = lines[end_line - 1].encode()[:end_col].decode()
+        return "\n".join([first, *lines[line:end_line - 1], last])
 
     def offset(self, line: int, column: int) -> int:
         """The index in ``text`` of a 1-based line and 0-based character column (libcst's positions)."""
@@ -120,22 +135,78 @@ _NO_CHILDREN_FIELDS = frozenset({
 #: list fields that may hold something other than nodes (None for a `**x` key or a keyword-only
 #: argument without default, identifiers for `global`/`nonlocal` and class patterns)
 _MIXED_LISTS = frozenset({"keys", "kw_defaults", "names", "kwd_attrs"})
-_CHILD_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
-#: nodes without children worth visiting (a name's only child is its context)
-LEAVES = (ast.Name, ast.Constant)
+#: the one set of nodes no pass enters: visited themselves, their children never (a name's only
+#: child is its context; the rest have none).  Names and constants are most of a tree's nodes.
+LEAVES = frozenset({ast.Name, ast.Constant, ast.alias, ast.Pass, ast.Break, ast.Continue, ast.Global, ast.Nonlocal})
+
+Fields = tuple[tuple[str, bool], ...]
 
 
-def _child_fields(t: type) -> tuple[tuple[str, bool], ...]:
-    fields = _CHILD_FIELDS.get(t)
+class _FieldTable(dict):  # type: ignore[type-arg]
+    """type -> its fields that may hold child nodes, each with whether it is a list that may hold
+    something else too; filled on first use.  A plain subscript per node (a call per node was a
+    tenth of a walk)."""
+
+    def __init__(self, backward: bool) -> None:
+        super().__init__()
+        self.backward = backward
+
+    def __missing__(self, t: type) -> Fields:
+        fields = tuple((f, f in _MIXED_LISTS) for f in t._fields if f not in _NO_CHILDREN_FIELDS)
+        self[t] = fields[::-1] if self.backward else fields
+        return self[t]
+
+
+#: the walks' one way to find children, in field order ...
+CHILD_FIELDS: Mapping[type, Fields] = _FieldTable(backward=False)
+#: ... and last first, what a stack walk pushes to read them in order
+_BACKWARD_FIELDS: Mapping[type, Fields] = _FieldTable(backward=True)
+_BACKWARD_ONLY: dict[tuple[type, tuple[str, ...]], Fields] = {}
+
+
+def _backward_only(t: type, only: tuple[str, ...]) -> Fields:
+    fields = _BACKWARD_ONLY.get((t, only))
     if fields is None:
-        fields = _CHILD_FIELDS[t] = tuple((f, f in _MIXED_LISTS) for f in t._fields if f not in _NO_CHILDREN_FIELDS)
+        fields = _BACKWARD_ONLY[(t, only)] = tuple((f, f in _MIXED_LISTS) for f in reversed(only))
     return fields
+
+
+def preorder(roots: list[ast.AST] | list[ast.stmt], keep: frozenset[type],
+             enter: Mapping[type, tuple[str, ...]] | None = None) -> list[ast.AST]:
+    """The nodes of the types ``keep`` in and under ``roots``, in source order (depth first,
+    children in ``ast.iter_child_nodes`` order): the one walk the passes share.
+
+    ``enter`` names, for some node types, the only fields walked into (``()``: the node is kept
+    if asked for but not entered): a function body's own nodes leave nested classes and lambdas
+    out.  ``LEAVES`` are never entered.  An explicit stack and a field table per type: no
+    generator, no call per node (the passes visit every node of an environment).
+    """
+    out: list[ast.AST] = []
+    stack: list[ast.AST] = list(roots)[::-1]
+    pop, push, extend, add = stack.pop, stack.append, stack.extend, out.append
+    leaves, table, node_type = LEAVES, _BACKWARD_FIELDS, ast.AST
+    enter = enter or {}
+    while stack:
+        n = pop()
+        t = type(n)
+        if t in keep:
+            add(n)
+        if t in leaves:
+            continue
+        fields = table[t] if t not in enter else _backward_only(t, enter[t])
+        for name, mixed in fields:
+            value = getattr(n, name, None)
+            if type(value) is list:
+                extend([v for v in reversed(value) if isinstance(v, node_type)] if mixed else value[::-1])
+            elif value is not None and isinstance(value, node_type):
+                push(value)
+    return out
 
 
 def child_nodes(node: ast.AST) -> list[ast.AST]:
     """The child nodes of ``node`` in ``ast.iter_child_nodes`` order (operator/context nodes left out)."""
     out: list[ast.AST] = []
-    for name, mixed in _CHILD_FIELDS.get(type(node)) or _child_fields(type(node)):
+    for name, mixed in CHILD_FIELDS[type(node)]:
         value = getattr(node, name, None)
         if type(value) is list:
             out += [v for v in value if isinstance(v, ast.AST)] if mixed else value
