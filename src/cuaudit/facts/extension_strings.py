@@ -11,6 +11,11 @@ A pass over the member's ELF image (:mod:`cuaudit.formats.elf`): the
 read-only data sections only.  Strings are read as they are stored (Cython <= 3.1 keeps them as plain C
 strings).  Cython 3.2 compresses a module's strings into one zlib blob; the
 blobs found in the file are inflated too.
+
+The same strings say which NumPy headers a module's ``import_array()`` was
+compiled from (:func:`numpy_c_api`): the C literals of NumPy's
+``_import_array``/``_import_umath`` differ between 1.x and 2.x, and 2.x
+spells the C-API version it targets in its error message.
 """
 
 from __future__ import annotations
@@ -42,6 +47,11 @@ class ExtensionModuleStrings:
     #: names in compressed blobs outside prose (``>>> import matplotlib.pyplot as plt`` in a
     #: docstring of numpy's ``_multiarray_umath`` imports nothing); None in facts of version 2
     imports: tuple[str, ...] | None = None
+    #: "1.x" or "2.x": the NumPy headers whose ``import_array()``/``import_umath()`` the module holds;
+    #: None when it holds neither (or facts of version < 5)
+    numpy_headers: str | None = None
+    #: "X.Y": the oldest NumPy whose C-API a 2.x-header module accepts (its NPY_TARGET_VERSION)
+    numpy_target: str | None = None
 
 
 def is_extension_module_name(path: str) -> bool:
@@ -111,9 +121,32 @@ def dotted_strings(data: bytes) -> tuple[str, ...]:
     return tuple(sorted(found))
 
 
+#: NumPy 2.x headers import the new module path first (and fall back to the old one)
+_NUMPY2_IMPORT = b"numpy._core._multiarray_umath\0"
+#: 1.x headers only: _import_array's feature-version error (2.x rewords it) and _import_umath's error
+_NUMPY1_MARKS = (b"module compiled against API version 0x%x but this version of numpy is 0x%x",
+                 b"numpy.core._multiarray_umath failed to import")
+#: 2.x _import_array: NPY_FEATURE_VERSION_STRING is pasted into the literal at compile time
+_NUMPY2_TARGET = re.compile(rb"module was compiled against NumPy C-API version 0x%x \(NumPy (\d+\.\d+)\)")
+
+
+def numpy_c_api(data: bytes) -> tuple[str | None, str | None]:
+    """(headers "1.x"/"2.x", target "X.Y") of the NumPy C-API import compiled into ``data``.
+
+    Cython's own ``numpy/__init__.pxd`` says "numpy.core.multiarray failed to import" under
+    either major, so only the header's literals are read.  1.x headers keep their target
+    (NPY_FEATURE_VERSION) only as an immediate in machine code: it is not recovered."""
+    if _NUMPY2_IMPORT in data:
+        target = _NUMPY2_TARGET.search(data)
+        return "2.x", target.group(1).decode("ascii") if target else None
+    if any(mark in data for mark in _NUMPY1_MARKS):
+        return "1.x", None
+    return None, None
+
+
 class ExtensionStringsExtractor(Extractor):
     name = "extension_strings"
-    version = 4  # 3: read through the ELF image; 4: `imports` (whole strings, no prose)
+    version = 5  # 3: read through the ELF image; 4: `imports` (whole strings, no prose); 5: numpy_c_api
 
     def applies(self, member: Member) -> bool:
         return member.kind is MemberKind.ELF and member.size <= MAX_SIZE and is_extension_module_name(member.path)
@@ -123,4 +156,5 @@ class ExtensionStringsExtractor(Extractor):
         # CUDA extension) and machine code are skipped.
         image = reader.elf()
         data = b"\0".join(image.section_bytes(s) for s in image.sections() if s.name in _SECTIONS and s.type != SHT_NOBITS)
-        return ExtensionModuleStrings(dotted_strings(data), identifier_strings(data), import_evidence(data))
+        return ExtensionModuleStrings(dotted_strings(data), identifier_strings(data), import_evidence(data),
+                                      *numpy_c_api(data))

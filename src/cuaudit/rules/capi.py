@@ -127,14 +127,19 @@ def _requirement(ctx, consumer: Provider, provider: Provider | None) -> str:
     """The consumer's own declared requirement on the provider's distribution, if any."""
     if provider is None or not provider.ref.name:
         return ""
+    return _declared(ctx, consumer.artifact, provider.ref.name)
+
+
+def _declared(ctx, artifact, name: str) -> str:
+    """The specifier of ``artifact``'s unconditional requirement on distribution ``name`` ("" if none)."""
     from packaging.utils import canonicalize_name
 
     from cuaudit.requirement import parse_requirement
 
-    want = canonicalize_name(provider.ref.name)
-    for m in consumer.artifact.members:
+    want = canonicalize_name(name)
+    for m in artifact.members:
         if m.path.endswith(".dist-info/METADATA") or m.path == "PKG-INFO":
-            meta = ctx.fact("metadata", consumer.artifact, m.path)
+            meta = ctx.fact("metadata", artifact, m.path)
             for text in getattr(meta, "requires_dist", ()) or ():
                 req = parse_requirement(text)
                 if req is not None and req.name == want and not req.marker:
@@ -391,46 +396,117 @@ NUMPY_DTYPE_SIZE = {96: "1.x (1.20-1.26)", 32: "2.x"}
 
 
 def _numpy_versions(ctx) -> dict[tuple[int, int], str]:
-    """(major, minor) -> "numpy X.Y.Z" for the NumPy distributions among the artifacts."""
+    """(major, minor) -> "X.Y.Z" for the NumPy distributions among the artifacts."""
     import re
 
     out: dict[tuple[int, int], str] = {}
     for art in ctx.artifacts:
         nums = re.match(r"(\d+)\.(\d+)", art.ref.version or "")
         if (art.ref.name or "").lower() == "numpy" and nums:
-            out.setdefault((int(nums.group(1)), int(nums.group(2))), f"numpy {art.ref.version}")
+            out.setdefault((int(nums.group(1)), int(nums.group(2))), art.ref.version)
     return out
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))
+
+
+def _declared_admits(ctx, art, version: str) -> bool:
+    """``art`` declares a numpy requirement whose range holds ``version``."""
+    from packaging.specifiers import SpecifierSet
+
+    spec = _declared(ctx, art, "numpy") if art.ref.name else ""
+    return bool(spec) and SpecifierSet(spec).contains(version, prereleases=True)
+
+
+def _numpy_fix(ctx, art, running: str, pin: str, build: str) -> str:
+    """Install a NumPy in ``pin`` or a build made for the running one, said against the range ``art`` declares."""
+    from packaging.specifiers import SpecifierSet
+
+    name = art.ref.name or "this package"
+    spec = _declared(ctx, art, "numpy") if art.ref.name else ""
+    if spec and not SpecifierSet(spec).contains(running, prereleases=True):
+        return (f"install numpy in the range {name} declares, `numpy{spec}` (pip installed numpy {running} outside "
+                f"it, e.g. with --no-deps or a later upgrade)")
+    text = f"install {build}, or pin `numpy{pin}` for it"
+    if spec:
+        return f"{text}; {name} declares `numpy{spec}`, which admits numpy {running}: that range is too wide"
+    return f"{text}; {name} should declare `numpy{pin}`"
+
+
+#: NPY_FEATURE_VERSION by the "X.Y" NumPy 2.x headers spell for it (NPY_FEATURE_VERSION_STRING): each
+#: is the first NumPy release with that C-API, so a running NumPy provides it iff its X.Y is not older
+NUMPY_FEATURE_VERSION = {(1, 7): 0x7, (1, 8): 0x8, (1, 9): 0x9, (1, 10): 0xA, (1, 13): 0xB, (1, 14): 0xC,
+                         (1, 16): 0xD, (1, 20): 0xE, (1, 22): 0xF, (1, 23): 0x10, (1, 25): 0x11, (2, 0): 0x12,
+                         (2, 1): 0x13, (2, 3): 0x14, (2, 4): 0x15}
+
+
+def _c_api_version(numpy: tuple[int, int]) -> int | None:
+    """The C-API (feature) version a NumPy X.Y runs with, as its error messages print it."""
+    known = [v for k, v in NUMPY_FEATURE_VERSION.items() if k <= numpy]
+    return known[-1] if known and numpy <= max(NUMPY_FEATURE_VERSION) else None
+
+
+def _hex(version: int | None) -> str:
+    return f"0x{version:x}" if version is not None else "0x..."
 
 
 class NumpyAbiMismatch(CapiRule):
     """## What it does
-    Finds a compiled module built with NumPy 1.x headers next to a NumPy
-    2.x (installed in `env`, or given to `check` as a wheel).  Cython
-    records the size it expects for `numpy.dtype`: 96 bytes from NumPy
-    1.20-1.26 headers (88 before 1.20), 32 from 2.x headers on 64-bit
-    platforms; the NumPy next to the module says which runs.  A 1.20+ build
-    next to NumPy < 1.20 is reported too (the struct is smaller there).
-    Modules built with NumPy 2.x headers also run on NumPy 1.x (by default
-    back to 1.19), so they are not reported.
+    Finds a compiled module whose NumPy C-API the NumPy next to it
+    (installed in `env`, or given to `check` as a wheel) does not provide:
+
+    - built with NumPy 1.x headers, running with NumPy 2.x.  Read from the
+      C strings of NumPy's `import_array()` compiled into every module that
+      uses NumPy's C-API (C, C++, pybind11 with `numpy/arrayobject.h`, f2py,
+      Cython): 1.x headers import only `numpy.core._multiarray_umath`, 2.x
+      headers `numpy._core._multiarray_umath` first.  For Cython modules also
+      from the size recorded for `numpy.dtype`: 96 bytes from NumPy 1.20-1.26
+      headers, 32 from 2.x on 64-bit platforms.
+    - built with NumPy 2.x headers for a newer C-API than the running NumPy
+      has: 2.x headers spell the version they target (`NPY_TARGET_VERSION`;
+      by default 1.19's C-API, spelled `1.16`, up to NumPy 2.3's headers,
+      1.23 from 2.4's) in `import_array()`'s error message, `(NumPy X.Y)`.
+      1.x headers keep their target only in machine code, which is not
+      read; a 1.20+ Cython build (96-byte `numpy.dtype`) next to NumPy <
+      1.20 is reported.
+
+    Modules built with NumPy 2.x headers for their default target also run
+    on NumPy 1.x, so they are not reported.  A module for a newer C-API in a
+    package whose other modules run with the NumPy next to it, and whose
+    declared numpy range admits that NumPy, is reported as info: such a
+    package imports it only under a newer NumPy (h5py 3.16.0's
+    `_npystrings`, for NumPy 2's StringDType).  Not read: libraries that
+    hold the NumPy import of a package's extension (torch's
+    `libtorch_python.so`).
 
     ## Why is this bad?
-    NumPy 2 refuses a module compiled against 1.x at import (`A module that
-    was compiled using NumPy 1.x cannot be run in NumPy 2.x`, then
-    `ImportError: numpy.core.multiarray failed to import`); a 1.20+ build
-    under an older NumPy fails with `ValueError: numpy.dtype size changed,
-    may indicate binary incompatibility. Expected 96 from C header, got 88
-    from PyObject`.  pip installs either pair without complaint when the
-    package's requirement on numpy has no upper bound.
+    `import_array()` runs when the module is imported and refuses the NumPy
+    it finds: NumPy 2 refuses a 1.x build (`A module that was compiled using
+    NumPy 1.x cannot be run in NumPy 2.x`, then `ImportError:
+    numpy.core.multiarray failed to import`; a Cython module fails earlier,
+    at its type import: `ValueError: numpy.dtype size changed, may indicate
+    binary incompatibility. Expected 96 from C header, got 88 from
+    PyObject`, as every module of h5py 3.10.0 does under NumPy 2.0.2); an
+    older NumPy refuses a build for a newer C-API (`RuntimeError: module was compiled against NumPy
+    C-API version 0x14 (NumPy 2.3) but the running NumPy has C-API version
+    0x12`, then `ImportError: numpy._core.multiarray failed to import`); a
+    1.20+ Cython build under NumPy < 1.20 fails with `ValueError:
+    numpy.dtype size changed, may indicate binary incompatibility`.  pip
+    installs any of these pairs without complaint when the package's
+    requirement on numpy does not say the range it was built for.
 
     ## Example
     ```
-    pkg/_ext.cpython-311-x86_64-linux-gnu.so: CU317 compiled with NumPy 1.x headers (numpy.dtype of 96 bytes);
-    numpy 2.0.2 is installed: import fails
+    pkg/_ext.cpython-311-x86_64-linux-gnu.so: CU317 compiled with NumPy 1.x headers (its import_array()
+    imports numpy.core._multiarray_umath only); numpy 2.0.2 is installed: import fails
     ```
 
     ## Use instead
-    Install a release of the package built with NumPy 2.x headers, or pin
-    `numpy<2` for it.
+    Install a build of the package made for the NumPy you run (built with
+    NumPy 2.x headers, for a target not newer than it), or pin numpy to the
+    range the build needs (`numpy<2`, `numpy>=2.3`), and declare that range
+    in the package's requirements.
 
     ## Fix safety
     No automatic fix.
@@ -438,37 +514,101 @@ class NumpyAbiMismatch(CapiRule):
 
     code = "CU317"
     name = "numpy-abi-mismatch"
-    summary = "A module compiled with NumPy 1.x headers runs with NumPy 2.x"
+    summary = "A compiled module needs a NumPy C-API the NumPy next to it does not provide"
     severity = Severity.ERROR
+    needs = NEEDS + ("extension_strings",)
 
     def check(self, ctx) -> Iterable[Finding]:
         versions = _numpy_versions(ctx)
         if len(versions) != 1:
             return  # no NumPy named, or several: which one runs is not known
-        (running, which), = versions.items()
+        (running, version), = versions.items()
+        modules: dict[tuple[int, str], list] = {}  # (artifact, member) -> [art, member, dtype size, strings]
         for art, member, facts in ctx.facts("cython-capi"):
             for t in getattr(facts, "type_imports", ()):
-                built = NUMPY_DTYPE_SIZE.get(t.size) if (t.module, t.name) == ("numpy", "dtype") else None
-                if built is None:
-                    continue
-                if built != "2.x" and running >= (2, 0):
-                    error = "A module that was compiled using NumPy 1.x cannot be run in NumPy 2.x"
-                elif t.size == 96 and running < (1, 20):
-                    error = ("ValueError: numpy.dtype size changed, may indicate binary incompatibility. "
-                             "Expected 96 from C header, got 88 from PyObject")
-                else:
-                    continue
-                where = "installed" if art.ref.kind.value == "installed" else "given"
-                yield self.finding(
-                    Location(art.ref, member.path, symbol="numpy.dtype"),
-                    f"{member.path} was compiled with NumPy {built} headers (it expects numpy.dtype of {t.size} bytes); "
-                    f"{which} is {where}: import fails with `{error}`",
-                    fix=Fix(f"install a build of {art.ref.name or 'this package'} made with the headers of the NumPy "
-                            f"you run, or pin {'numpy<2' if running >= (2, 0) else 'numpy>=1.20'} for it"),
-                    evidence={"expected_size": t.size, "built_with": built, "numpy": which},
-                    key="numpy.dtype",
-                )
-                break
+                if (t.module, t.name) == ("numpy", "dtype"):
+                    modules.setdefault((id(art), member.path), [art, member, None, None])[2] = t.size
+        for art, member, strings in ctx.facts("extension_strings"):
+            if getattr(strings, "numpy_headers", None):
+                modules.setdefault((id(art), member.path), [art, member, None, None])[3] = strings
+        # modules of a distribution whose import_array() accepts the running NumPy
+        runnable: dict[int, int] = {}
+        for art, member, size, strings in modules.values():
+            target = _version_tuple(strings.numpy_target) if strings is not None and strings.numpy_target else None
+            if target is not None and target <= running:
+                runnable[id(art)] = runnable.get(id(art), 0) + 1
+        for art, member, size, strings in modules.values():
+            finding = self._judge(ctx, running, version, art, member, size, strings, runnable.get(id(art), 0))
+            if finding is not None:
+                yield finding
+
+    def _judge(self, ctx, running, version, art, member, size, strings, runnable: int) -> Finding | None:
+        headers = strings.numpy_headers if strings is not None else None
+        target = strings.numpy_target if strings is not None else None
+        built = "2.x" if headers == "2.x" else NUMPY_DTYPE_SIZE.get(size) or headers  # the size says which 1.x
+        said = []  # what the binary says, in the order it was read
+        if size is not None and NUMPY_DTYPE_SIZE.get(size):
+            said.append(f"it expects numpy.dtype of {size} bytes")
+        if headers == "1.x":
+            said.append("its import_array() imports numpy.core._multiarray_umath only")
+        which = f"numpy {version}"
+        evidence = {"numpy": which}
+        if size is not None:
+            evidence["expected_size"] = size
+        if headers:
+            evidence["import_array_headers"] = headers
+        name = art.ref.name or "this package"
+        severity = None
+        if built is not None and built != "2.x" and running >= (2, 0):
+            # Cython checks the sizes of the types it imports before import_array() runs (h5py 3.10.0
+            # under NumPy 2.0.2: every module with a 96-byte numpy.dtype fails this way)
+            error = ("`ValueError: numpy.dtype size changed, may indicate binary incompatibility. Expected 96 from "
+                     "C header, got 88 from PyObject`" if size == 96 else
+                     "`A module that was compiled using NumPy 1.x cannot be run in NumPy 2.x`, then "
+                     "`ImportError: numpy.core.multiarray failed to import`")
+            fix = _numpy_fix(ctx, art, version, "<2", f"a build of {name} made with NumPy 2.x headers")
+            maintainer = f"{name} builds with NumPy 2.x headers (such builds run on NumPy 1.x too), or declares `numpy<2`"
+            built_with = built
+        elif target and _version_tuple(target) > running:
+            want = _version_tuple(target)
+            # the ImportError is spelled numpy._core (C header, numpy's .pxd) or numpy.core (Cython's automatic
+            # import_array(), which also drops the RuntimeError: h5py 3.16.0's _npystrings under NumPy 1.26.4)
+            error = (f"`ImportError: ...multiarray failed to import`, from import_array()'s `RuntimeError: module was "
+                     f"compiled against NumPy C-API version {_hex(NUMPY_FEATURE_VERSION.get(want))} (NumPy {target}) "
+                     f"but the running NumPy has C-API version {_hex(_c_api_version(running))}`")
+            said.append(f"its import_array() targets the C-API of NumPy {target} (NPY_TARGET_VERSION)")
+            fix = _numpy_fix(ctx, art, version, f">={target}", f"a build of {name} that targets NumPy {version}")
+            maintainer = f"{name} declares `numpy>={target}`, the NPY_TARGET_VERSION it builds with, or targets an older NumPy"
+            built_with, evidence["target"] = "2.x", target
+            if runnable and _declared_admits(ctx, art, version):
+                # h5py 3.16.0: _npystrings targets NumPy 2.0 for StringDType, its 24 other modules 1.20, and
+                # it declares numpy>=1.21.2; under NumPy 1.26.4 nothing imports _npystrings (h5py's string
+                # I/O works): a package that keeps one module for newer NumPys is not broken by it
+                severity = Severity.INFO
+                said.append(f"{runnable} other module{'s' if runnable > 1 else ''} of {name} run with numpy {version}, "
+                            f"which {name} declares it supports: it likely imports this one only under a newer NumPy")
+                fix = f"nothing to do unless your code imports this module itself: it needs numpy>={target}"
+                maintainer = f"{name} imports this module only under numpy>={target} (guarded by the NumPy version)"
+        elif size == 96 and headers != "2.x" and running < (1, 20):
+            error = ("`ValueError: numpy.dtype size changed, may indicate binary incompatibility. "
+                     "Expected 96 from C header, got 88 from PyObject`")
+            fix = _numpy_fix(ctx, art, version, ">=1.20", f"a build of {name} made with the headers of NumPy {version}")
+            maintainer = f"{name} declares `numpy>=1.20`, the oldest NumPy whose headers it builds with"
+            built_with = NUMPY_DTYPE_SIZE[96]
+        else:
+            return None
+        evidence["built_with"] = built_with
+        where = "installed" if art.ref.kind.value == "installed" else "given"
+        symbol = "numpy.dtype" if size in NUMPY_DTYPE_SIZE and headers != "2.x" else "import_array"
+        return self.finding(
+            Location(art.ref, member.path, symbol=symbol),
+            f"{member.path} was compiled with NumPy {built_with} headers ({'; '.join(said)}); "
+            f"{which} is {where}: import fails with {error}",
+            fix=Fix(user=fix, maintainer=maintainer),
+            evidence=evidence,
+            key=symbol,
+            severity=severity,
+        )
 
 
 # -- `cuaudit diff` findings ------------------------------------------------------------------
