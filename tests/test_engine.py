@@ -205,6 +205,21 @@ def test_a_crashing_rule_is_cu011_and_other_rules_still_report(tmp_path, marker_
     assert "rule CU097 failed" in f.message and f.evidence["rule"] == "CU097"
 
 
+def test_a_crashed_rule_shows_even_when_the_selection_leaves_cu011_out(tmp_path, marker_rules, monkeypatch):
+    tree = make_tree(tmp_path / "t", {"a.py": f"# {WARN}\n"})
+
+    def broken(self, ctx):
+        raise KeyError("bug in a rule")
+
+    monkeypatch.setattr(rules_registry.get("CU097"), "check", broken)
+    # only the crashed rule selected: "no findings" would be a lie
+    report = audit([str(tree)], config=Config(select=("CU097",), cache=False))
+    assert [(f.code, f.evidence["rule"]) for f in report.findings] == [("CU011", "CU097")]
+    # an ignore that names it is the one way to hide it
+    report = audit([str(tree)], config=Config(select=("CU097",), ignore=("CU011",), cache=False))
+    assert report.findings == []
+
+
 def test_a_dying_worker_is_redone_in_process(two_trees, marker_rules, monkeypatch, calls):
     from marker_rules import DIE
 

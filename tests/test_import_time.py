@@ -418,3 +418,18 @@ def test_a_star_import_rebinds_a_name_to_another_module(tree_factory):
     out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
                          capture_output=True, text=True, check=True).stdout.split()
     assert out == ["nl.translate.metrics", "False", "nx.conn"]
+
+
+def test_a_module_without_python_source_facts_adds_no_imports(tree_factory):
+    """A package's own test folder gets no python_source facts (never API): the package model does
+    not follow its imports although its import-time program exists (the model asks whether those
+    facts exist without decoding them: direct_imports, ctx.has_fact)."""
+    root = tree_factory({
+        "pk/__init__.py": "from .tests import helpers\nfrom . import other\n",
+        "pk/tests/__init__.py": "",
+        "pk/tests/helpers.py": "import pk.sub\n",
+        "pk/other.py": "import pk.extra\n",
+        "pk/sub.py": "", "pk/extra.py": "", "pk/alone.py": "",
+    })
+    report = run([root])
+    assert keys(report, "CU101") == ["pk.alone", "pk.sub"]

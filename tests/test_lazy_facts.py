@@ -71,3 +71,38 @@ def test_gc_paused_restores_the_collector_and_freezes_what_was_built():
         gc.enable()
         gc.unfreeze()
     assert kept
+
+
+def test_import_time_facts_are_pickled_without_their_default_fields():
+    from cuaudit.facts.import_time import Condition, Effect, FunctionBody, parse_import_time
+
+    prog = parse_import_time("import os\nif os.name == 'nt':\n    from . import win\n"
+                             "try:\n    import fast\nexcept ImportError:\n    fast = None\n"
+                             "def f(x=0):\n    g('a', key='b')\n")
+    cond = next(e for e in prog.effects if e.conditions).conditions[0]
+    effect = Effect("bind", 3, bound="x")
+    # only what differs from the defaults is stored; the class answers for the rest
+    assert effect.__getstate__() == {"kind": "bind", "line": 3, "bound": "x"}
+    assert set(cond.__getstate__()) <= {"expr", "truth", "line", "try_imports", "try_line"}
+    assert FunctionBody("f", 1, ()).__getstate__() == {"name": "f", "line": 1, "effects": ()}
+    # a value equal to its default but of another type is kept (False is not the level 0)
+    assert Effect("import", 1, level=False).__getstate__()["level"] is False
+    for value in (prog, effect, cond, Condition("x", True, 1)):
+        back = pickle.loads(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+        assert back == value and repr(back) == repr(value) and hash(back) == hash(value)
+    assert len(pickle.dumps(prog.effects)) < len(pickle.dumps([dict(vars(e)) for e in prog.effects]))
+    back = pickle.loads(pickle.dumps(effect))
+    assert back.module == "" and back.args == () and back.conditions == () and vars(back) == effect.__getstate__()
+
+
+def test_rule_context_has_fact_leaves_a_pickled_fact_undecoded():
+    from types import SimpleNamespace
+
+    from cuaudit.context import RuleContext
+
+    art = SimpleNamespace(members=())
+    facts = Facts({(0, "a.py", "import_time"): Pickled(pickle.dumps({"x": 1}))})
+    ctx = RuleContext(Config(), [art], facts, None, [])
+    assert ctx.has_fact("import_time", art, "a.py") and not ctx.has_fact("python_source", art, "a.py")
+    assert type(dict.__getitem__(facts, (0, "a.py", "import_time"))) is Pickled  # still its pickle
+    assert ctx.fact("import_time", art, "a.py") == {"x": 1}

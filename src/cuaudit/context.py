@@ -75,6 +75,10 @@ class RuleContext:
     def fact(self, extractor: str, artifact: "Artifact", member: str) -> Any | None:
         return self._facts.get((self._index[id(artifact)], member, extractor))
 
+    def has_fact(self, extractor: str, artifact: "Artifact", member: str) -> bool:
+        """Whether :meth:`fact` would give a fact, without decoding one kept as its pickle."""
+        return (self._index[id(artifact)], member, extractor) in self._facts
+
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
         """Share a derived result between the rules of a family within one audit."""
         if key not in self._memo:

@@ -60,12 +60,19 @@ class Report:
 
 
 
+INTERNAL_ERROR = "CU011"
+
+
 def select_and_adjust(findings: Iterable[Finding], config: Config, codes: set[str]) -> list[Finding]:
     """Selection, per-path ignores and severity overrides; unique, in input order."""
     out: list[Finding] = []
     seen: set = set()
+    # cuaudit's own failure (a rule or extractor that crashed) is shown even when the selection
+    # leaves CU011 out: `--select CU101` with a crashed CU101 must not read "No findings".
+    # Only an explicit ignore that names it hides it.
+    internal_hidden = rules_registry.matches(INTERNAL_ERROR, config.ignored)
     for f in findings:
-        if f.code not in codes:
+        if f.code not in codes and (f.code != INTERNAL_ERROR or internal_hidden):
             continue
         member = f.location.member or ""
         if any(

@@ -58,6 +58,7 @@ class ModuleRun:
 
 
 _UNKNOWN = object()
+_RUNS = Truth(True, "", "")
 
 
 class ImportTimeModel:
@@ -67,11 +68,27 @@ class ImportTimeModel:
         self.universe = universe
         self.program_for = program_for
         self._runs: dict = {}  # module -> ModuleRun; ("named", top) -> modules named in calls
+        #: answers that depend only on the universe, asked again for every call and import that
+        #: names them (85 k `_imported_object` scans of a module's effects on the accuracy-venv)
+        self._callables: dict[tuple[str, str], tuple[str, str] | None] = {}
+        self._objects: dict[tuple[str, str], tuple[str, str] | None] = {}
+        self._truths: dict[tuple[str, Condition], Truth] = {}  # conditions outside a try's handlers
+        self._bindings: dict[tuple[str, str], tuple[str, Effect | None, Truth]] = {}
+        self._failures: dict[str, str] = {}
         #: module -> (values of its `bind` effects by name, its last `import` effect by bound name)
         self._names: dict[str, tuple[dict[str, list[str]], dict[str, Effect]]] = {}
 
     # -- conditions ------------------------------------------------------------------------
     def truth(self, module: str, cond: Condition) -> Truth:
+        if cond.try_line:
+            return self._truth(module, cond)  # depends on try_failure, which a cycle may leave undecided
+        key = (module, cond)
+        got = self._truths.get(key)
+        if got is None:
+            got = self._truths[key] = self._truth(module, cond)
+        return got
+
+    def _truth(self, module: str, cond: Condition) -> Truth:
         text = cond.expr
         if cond.try_line:
             line, why = self.try_failure(module, cond.try_line)
@@ -106,6 +123,8 @@ class ImportTimeModel:
     def runs(self, module: str, conditions: tuple[Condition, ...], line: int = 0, try_lines: tuple[int, ...] = ()) -> Truth:
         """Whether an effect at ``line`` under ``conditions`` runs; ``try_lines``: the ``try``
         blocks around it, whose body stops at an import that fails."""
+        if not conditions and not try_lines:
+            return _RUNS  # most effects: one shared verdict instead of a new one each time
         assumed = []
         for tl in try_lines:
             failed, why = self.try_failure(module, tl)
@@ -130,13 +149,13 @@ class ImportTimeModel:
         ``try`` that catches the error (numcodecs' ``msgpacks`` imports ``msgpack``).  Anything
         else (a name missing from a module, an extension's own imports) counts as importing.
         """
+        got = self._failures.get(module)  # asked for every module an import names: first
+        if got is not None:
+            return got
         u = self.universe
         if not getattr(u, "complete", False):
             return ""
-        key = ("failure", module)
-        if key in self._runs:
-            return self._runs[key]
-        self._runs[key] = ""  # a cycle: a module being imported is taken as importing
+        self._failures[module] = ""  # a cycle: a module being imported is taken as importing
         why = ""
         top = module.split(".")[0]
         if not u.exists(top):
@@ -164,7 +183,7 @@ class ImportTimeModel:
                     if inner:
                         why = inner  # the root cause (`msgpack is not installed`)
                         break
-        self._runs[key] = why
+        self._failures[module] = why
         return why
 
     def try_failure(self, module: str, try_line: int) -> tuple[int, str]:
@@ -403,7 +422,12 @@ class ImportTimeModel:
 
     def callable(self, module: str, dotted_name: str, _seen: set | None = None) -> tuple[str, str] | None:
         """(module, function or ``Class.method``) a dotted_name name called in ``module`` resolves to."""
-        seen = _seen if _seen is not None else set()
+        if _seen is None:
+            key = (module, dotted_name)
+            if key not in self._callables:
+                self._callables[key] = self.callable(module, dotted_name, set())
+            return self._callables[key]
+        seen = _seen
         if (module, dotted_name) in seen or len(seen) > 16:
             return None  # aliases and re-exports that go round in circles
         seen.add((module, dotted_name))
@@ -470,6 +494,12 @@ class ImportTimeModel:
 
     def _imported_object(self, module: str, name: str) -> tuple[str, str] | None:
         """(module, attribute) a name imported in ``module`` stands for; attribute "" for a module."""
+        key = (module, name)
+        if key not in self._objects:
+            self._objects[key] = self._find_imported_object(module, name)
+        return self._objects[key]
+
+    def _find_imported_object(self, module: str, name: str) -> tuple[str, str] | None:
         e = self._names_of(module)[1].get(name)
         if e is None:
             return None
@@ -506,6 +536,15 @@ class ImportTimeModel:
         ``none`` (never bound by the module's own code).  With several bindings, the last
         one that runs wins; one that may or may not run makes the answer "either way".
         """
+        if _depth:
+            return self._final_binding(module, name, _depth)
+        key = (module, name)
+        got = self._bindings.get(key)
+        if got is None:
+            got = self._bindings[key] = self._final_binding(module, name, 0)
+        return got
+
+    def _final_binding(self, module: str, name: str, _depth: int) -> tuple[str, Effect | None, Truth]:
         prog = self.program_for(module)
         if prog is None:
             return "none", None, Truth(True)

@@ -229,16 +229,22 @@ class ModuleUniverse:
         self.stdlib = _stdlib_evidence(stdlib)
         self.stdlib_root = self.stdlib.fs_path("") if self.stdlib is not None else None
         self._stdlib_top = set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
+        self._not_stdlib: set[str] = set()
         self._closure: dict[tuple[str, bool], frozenset[str]] = {}
         self._graphs: dict[bool, _Components] = {}
         self._direct: dict[str, tuple[frozenset[str], bool]] = {}
         self._strings: dict[str, tuple] = {}
         self._named: dict[str, dict[str, str]] = {}  # module -> bare names its calls pass -> where
+        self._named_by_parent: dict[tuple[str, frozenset[str]], dict[str, str]] = {}  # the same over a parent's folder
+        self._maybe: dict[frozenset[str], tuple[dict[str, str], tuple[str, ...]]] = {}  # closure -> maybe_imported
+        self._failed: dict[frozenset[str], dict[str, str]] = {}  # closure -> module -> why its import fails
         #: the platform imports are evaluated for (the audited environment's, else this one's)
         self.sys_platform = sys.platform
         self.os_name = os.name  # extension module -> how to get its dotted strings
         self.python_version: tuple[int, ...] = tuple(sys.version_info[:3])
         self._programs: dict[str, tuple] = {}  # module -> how to get its import_time facts
+        #: ``has_fact(artifact, member, extractor)`` without decoding the fact (None: not known)
+        self.has_fact: Callable[[object, str, str], bool] | None = None
         #: every installed distribution is in the universe (an environment): a module nobody
         #: provides fails to import, and the model may say so
         self.complete = False
@@ -281,10 +287,12 @@ class ModuleUniverse:
 
     def get(self, name: str) -> ModuleEntry | None:
         entry = self.entries.get(name)
-        if entry is None and self.stdlib_root and name.split(".")[0] in self._stdlib_top:
+        if entry is None and self.stdlib_root and name not in self._not_stdlib and name.split(".")[0] in self._stdlib_top:
             entry = stdlib_entry(self.stdlib, name)
             if entry is not None:
                 self.entries[name] = entry
+            else:
+                self._not_stdlib.add(name)  # asked again for every import that names it (`os.foo`)
         return entry
 
     def is_stdlib(self, name: str) -> bool:
@@ -357,6 +365,10 @@ class ModuleUniverse:
                             out.add(f"{pkg}.{child}")
         elif entry.kind == "namespace":
             pass
+        elif self._has_source(entry) and (run := self.model.run(name)) is not None:
+            # a program exists only for source that parsed: the python_source facts of the
+            # thousands of modules a closure walks (27 MB on the accuracy-venv) stay undecoded
+            out.update(run.sure)
         else:
             facts = entry.facts
             run = self.model.run(name) if facts is not None and facts.syntax_error is None else None
@@ -375,6 +387,12 @@ class ModuleUniverse:
         self._direct[name] = result
         return result
 
+    def _has_source(self, entry: ModuleEntry) -> bool:
+        """Whether an artifact module's python_source facts exist, asked without decoding them."""
+        member = entry.member
+        return (self.has_fact is not None and entry.artifact is not None and member is not None
+                and member.endswith(".py") and self.has_fact(entry.artifact, member, "python_source"))
+
     def closure(self, roots: Iterable[str]) -> frozenset[str]:
         """Every module imported, as far as the model knows, by importing ``roots``.
 
@@ -384,6 +402,8 @@ class ModuleUniverse:
         """
         roots = tuple(sorted(set(roots)))
         stdlib_request = all(r.split(".")[0] in self._stdlib_top for r in roots)
+        if len(roots) == 1:
+            return self._closure_of(roots[0], stdlib_request)  # the memoised set itself: its hash is kept
         out: set[str] = set()
         for r in roots:
             out |= self._closure_of(r, stdlib_request)
@@ -413,6 +433,13 @@ class ModuleUniverse:
     def maybe_imported(self, imported: frozenset[str]) -> tuple[dict[str, str], tuple[str, ...]]:
         """Modules that importing ``imported`` (a closure) may import "either way", and why;
         and the computed imports that run meanwhile (``module:line ...``), sorted."""
+        got = self._maybe.get(imported)
+        if got is None:
+            # every submodule of a parent asks about the same closure
+            got = self._maybe[imported] = self._find_maybe_imported(imported)
+        return got
+
+    def _find_maybe_imported(self, imported: frozenset[str]) -> tuple[dict[str, str], tuple[str, ...]]:
         maybe: dict[str, str] = {}
         opaques: set[str] = set()
         for m in sorted(imported):
@@ -748,6 +775,15 @@ class ModuleUniverse:
         """Where a module of ``parent``'s own folder that ``import parent`` loads passes ``sub``, the
         bare module name, as a keyword argument of a call (astropy's ``parsing.lex(lextab="generic_lextab")``, which ply
         imports by a name it builds): the model cannot see whether that import runs."""
+        key = (parent, imported)
+        found = self._named_by_parent.get(key)
+        if found is None:
+            found = self._named_by_parent[key] = self._names_passed(parent, imported)
+        return found.get(sub, "")
+
+    def _names_passed(self, parent: str, imported: frozenset[str]) -> dict[str, str]:
+        """Bare names -> the first call passing each, over ``parent`` and its children that run."""
+        found: dict[str, str] = {}
         for m in [parent] + [f"{parent}.{c}" for c in sorted(self.children.get(parent, ()))]:
             if m not in imported:
                 continue
@@ -762,17 +798,20 @@ class ModuleUniverse:
                         for a in tuple(v for _, v in e.kwargs) if e.kind == "call" else ():
                             if a.isidentifier():
                                 names.setdefault(a, f"{self.get(m).display}:{e.line} passes {a!r} to {e.callee}()")
-            if sub in names:
-                return names[sub]
-        return ""
+            for a, where in names.items():
+                found.setdefault(a, where)
+        return found
 
     def _failed_import(self, full: str, imported: frozenset[str]) -> str:
         """``; <module:line> tries to import it, which fails: <why>`` when a module that runs does."""
-        for m in sorted(imported):
-            run = self.model.run(m) if m in self._programs else None
-            if run is not None and full in run.failed:
-                return f"; {run.failed[full]}"
-        return ""
+        failed = self._failed.get(imported)
+        if failed is None:
+            failed = self._failed[imported] = {}
+            for m in sorted(imported):
+                run = self.model.run(m) if m in self._programs else None
+                for mod, why in run.failed.items() if run is not None else ():
+                    failed.setdefault(mod, why)
+        return f"; {failed[full]}" if full in failed else ""
 
 
 @dataclass(frozen=True)
@@ -811,16 +850,19 @@ def public_submodules(universe: ModuleUniverse, modules: dict[str, ModuleEntry])
             yield parent, child
 
 
-def build_universe(artifacts: list, facts_for: Callable[[object, str, str], object | None], environment=None, *, stdlib: "Evidence | bool | None" = True) -> tuple[ModuleUniverse, dict[int, dict[str, ModuleEntry]]]:
+def build_universe(artifacts: list, facts_for: Callable[[object, str, str], object | None], environment=None, *, stdlib: "Evidence | bool | None" = True,
+                   has_fact: Callable[[object, str, str], bool] | None = None) -> tuple[ModuleUniverse, dict[int, dict[str, ModuleEntry]]]:
     """The universe of a set of artifacts: given ones first, installed ones next, then the stdlib.
 
     ``stdlib``: the standard library evidence (``ctx.evidence("stdlib")``); True
     reads the environment's (else this interpreter's) uncached, False or None none.
+    ``has_fact``: whether ``facts_for`` has a fact, without decoding it.
     """
     if stdlib is True:
         folder = stdlib_folder(environment)
         stdlib = Evidence(folder) if folder is not None else None
     uni = ModuleUniverse(stdlib or None)
+    uni.has_fact = has_fact
     if environment is not None and environment.platform:
         # sysconfig platform -> sys.platform, for `if sys.platform == ...` around imports
         plat = environment.platform

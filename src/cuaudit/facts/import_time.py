@@ -34,12 +34,12 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from cuaudit.facts import Extractor, MemberReader
+from cuaudit.facts import CompactState, Extractor, MemberReader
 from cuaudit.model import Member, MemberKind
 
 
 @dataclass(frozen=True)
-class Condition:
+class Condition(CompactState):
     """One test an effect runs under: ``expr`` (source text) must be ``truth``.
 
     ``try_imports``: for an ``except ImportError`` handler, the modules the
@@ -57,7 +57,7 @@ class Condition:
 
 
 @dataclass(frozen=True)
-class Effect:
+class Effect(CompactState):
     """One thing the interpreter does at import time.
 
     kind: ``import`` (``module``/``name``/``level``, binds ``bound``), ``bind``
@@ -87,7 +87,7 @@ class Effect:
 
 
 @dataclass(frozen=True)
-class FunctionBody:
+class FunctionBody(CompactState):
     """A function or method: the effects of running it (conditions inside it are ignored)."""
 
     name: str  # "f", or "Class.method"

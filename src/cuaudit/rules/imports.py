@@ -48,7 +48,10 @@ def _model(ctx) -> _Model:
         def facts_for(art, member: str, extractor: str):
             return ctx.fact(extractor, art, member)
 
-        uni, per = build_universe(ctx.artifacts, facts_for, ctx.environment, stdlib=next(iter(ctx.evidence("stdlib")), None))
+        def has_fact(art, member: str, extractor: str) -> bool:
+            return ctx.has_fact(extractor, art, member)
+
+        uni, per = build_universe(ctx.artifacts, facts_for, ctx.environment, stdlib=next(iter(ctx.evidence("stdlib")), None), has_fact=has_fact)
         names = {i: {e.member: n for n, e in mods.items() if e.member} for i, mods in per.items()}
         return _Model(uni, per, names)
 
