@@ -8,6 +8,7 @@ same kind of packages against real imports.
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 from cuaudit import audit
 from cuaudit.analysis.import_time import ImportTimeModel
@@ -230,14 +231,26 @@ def test_code_reaching_through_a_shadowed_name(tree_factory):
 
 
 def test_a_computed_import_at_import_time_makes_its_package_unknown(tree_factory):
+    import subprocess
+    import sys
+
     root = tree_factory({
         "cp/__init__.py": "from . import helper\n",
         "cp/helper.py": "import importlib\nfor n in ('late',):\n    importlib.import_module('cp.' + n)\n",
         "cp/late.py": "", "cp/other.py": "",
         "cp/sub/__init__.py": "", "cp/sub/deep.py": "",
+        # a name the model cannot compute makes the verdicts of its package unknown
+        "cq/__init__.py": "from . import helper\n",
+        "cq/helper.py": "import importlib, os\nimportlib.import_module('cq.' + os.environ['CQ'])\n",
+        "cq/late.py": "", "cq/other.py": "", "cq/sub/__init__.py": "", "cq/sub/deep.py": "",
     })
-    # cp.late and cp.other may be what the loop imports: no claim; cp.sub is no module of cp.helper's package level
-    assert keys(run([root]), "CU101") == ["cp.sub.deep"]
+    # the loop over literal names imports cp.late (kept "either way"), nothing else of cp;
+    # cq.sub is no module of cq.helper's package level
+    assert keys(run([root]), "CU101") == ["cp.other", "cp.sub", "cp.sub.deep", "cq.sub.deep"]
+    probe = "import cp\nprint(hasattr(cp, 'late'), hasattr(cp, 'other'), hasattr(cp, 'sub'))\n"
+    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "False", "False"]
 
 
 FAILING = {
@@ -418,6 +431,238 @@ def test_a_star_import_rebinds_a_name_to_another_module(tree_factory):
     out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
                          capture_output=True, text=True, check=True).stdout.split()
     assert out == ["nl.translate.metrics", "False", "nx.conn"]
+
+
+def test_globals_updated_from_another_module_makes_the_package_unknown(tree_factory):
+    """cuda.core 1.2.0: a function called at import runs `globals().update(cu13.__dict__)`, so the
+    package takes cu13's `__name__` and `__path__`, and its own `from cc import tools` afterwards
+    imports cc.v2.tools. The model abstains on the package and everything below it."""
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import accuracy
+
+    root = tree_factory({
+        "cc/__init__.py": src("""
+            def _import_versioned_module():
+                import importlib
+                try:
+                    versioned_mod = importlib.import_module(".v2", __package__)
+                    globals().update(versioned_mod.__dict__)
+                except ImportError:
+                    pass
+            _import_versioned_module()
+            del _import_versioned_module
+            from cc import tools
+        """),
+        "cc/tools.py": "", "cc/v1/__init__.py": "", "cc/v1/extra.py": "",
+        "cc/v2/__init__.py": "", "cc/v2/tools.py": "", "cc/v2/more.py": "",
+        # vars() is the same namespace copy, at module level
+        "vs/__init__.py": "from . import impl\nglobals().update(vars(impl))\n", "vs/impl.py": "", "vs/late.py": "",
+        # a module that only reads another's __dict__ keeps its identity
+        "ok/__init__.py": "from . import impl\nnames = dict(impl.__dict__)\n", "ok/impl.py": "", "ok/late.py": "",
+    })
+    found = accuracy.static_verdicts(None, [str(root)])
+    verdict = {f"{p}.{s}": v for (p, s), v in found.items()}
+    for key in ("cc.v2.tools", "cc.v2.more", "cc.v1", "cc.v1.extra", "cc.tools", "vs.late"):
+        assert verdict[key].static == "unknown", key
+    assert "cc:5 updates its globals from versioned_mod.__dict__" in verdict["cc.v2.tools"].detail
+    assert "vs:2 updates its globals from impl.__dict__" in verdict["vs.late"].detail
+    assert verdict["ok.late"].static == "trap"
+    assert keys(run([root]), "CU101") == ["ok.late"]
+    # the runtime: cc.v2.tools is loaded (a claim would have been false), cc.v1 is not
+    probe = "import cc\nprint(cc.__name__, hasattr(cc.v2, 'tools'), hasattr(cc, 'v1'), hasattr(cc.v2, 'more'))\n"
+    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["cc.v2", "True", "False", "False"]
+
+
+def test_a_computed_module_name_is_evaluated_through_class_attributes_at_their_defaults(tree_factory):
+    """astropy.constants.config: `importlib.import_module(".constants." + phys_version, "astropy")`
+    with `phys_version = astropy.physical_constants.get()`, a class method that returns
+    `cls.validate(cls._value)`, whose override looks the default up in a class table. The model
+    evaluates the name, so the other constants versions are traps; a name read from the
+    environment stays unknown."""
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import accuracy
+
+    root = tree_factory({
+        "sc/__init__.py": src("""
+            from .utils.state import ScienceState
+            class base_version(ScienceState):
+                _value = "test"
+                _versions = dict(test="test")
+                @classmethod
+                def validate(cls, value):
+                    if value not in cls._versions:
+                        raise ValueError(value)
+                    return cls._versions[value]
+            class physical(base_version):
+                _value = "const80"
+                _versions = dict(data2022="data2022", data2018="data2018", const80="data2022", const40="data2018")
+        """),
+        "sc/utils/__init__.py": "",
+        "sc/utils/state.py": src("""
+            class ScienceState:
+                _value = None
+                @classmethod
+                def get(cls):
+                    return cls.validate(cls._value)
+                @classmethod
+                def validate(cls, value):
+                    return value
+        """),
+        "sc/consts/__init__.py": "from .config import data\n",
+        "sc/consts/config.py": src("""
+            import importlib
+            import os
+            import sc
+            version = sc.physical.get()
+            data = importlib.import_module(".consts." + version, "sc")
+            alt = importlib.import_module(f"sc.consts.{sc.physical._value}_alt")
+        """),
+        "sc/consts/data2022.py": "", "sc/consts/data2018.py": "", "sc/consts/const40.py": "",
+        "sc/consts/const80.py": "", "sc/consts/const80_alt.py": "",
+        "sc/dyn/__init__.py": "import importlib, os\nimportlib.import_module('sc.dyn.' + os.environ.get('SC_BACKEND', 'a'))\n",
+        "sc/dyn/a.py": "", "sc/dyn/b.py": "",
+    })
+    found = accuracy.static_verdicts(None, [str(root)])
+    verdict = {f"{p}.{s}": v for (p, s), v in found.items()}
+    static = {k: v.static for k, v in verdict.items() if k.startswith(("sc.consts.", "sc.dyn."))}
+    assert static == {"sc.consts.config": "works", "sc.consts.data2022": "works", "sc.consts.const80_alt": "works",
+                      "sc.consts.data2018": "trap", "sc.consts.const40": "trap", "sc.consts.const80": "trap",
+                      "sc.dyn.a": "unknown", "sc.dyn.b": "unknown"}
+    assert ("sc.consts.config:5 imports sc.consts.data2022 (`'.consts.' + version` with the class attributes"
+            in verdict["sc.consts.data2018"].detail)
+    probe = "import sc.consts\nprint(*(hasattr(sc.consts, n) for n in ('data2022', 'const80_alt', 'data2018', 'const40', 'const80')))\n"
+    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "True", "False", "False", "False"]
+
+
+def test_computed_names_from_a_loop_over_literals_and_from_the_module_spec(tree_factory):
+    """requests.compat: `for lib in ("chardet", "charset_normalizer"): importlib.import_module(lib)`
+    in a function called at import imports one of those names, nothing of requests; sklearn's
+    vendored array_api_compat: `__import__(__spec__.parent + ".linalg")` is the package's own
+    linalg. Neither makes the whole package unknown any more."""
+    import subprocess
+    import sys
+
+    root = tree_factory({
+        "rq/__init__.py": "from . import compat\n",
+        "rq/compat.py": src("""
+            import importlib
+            def _resolve():
+                found = None
+                for lib in ("chardet_not_installed", "json"):
+                    if found is None:
+                        try:
+                            found = importlib.import_module(lib)
+                        except ImportError:
+                            pass
+                return found
+            chardet = _resolve()
+        """),
+        "rq/help.py": "",
+        "ac/__init__.py": "from . import numpy\n",
+        "ac/numpy/__init__.py": "__import__(__spec__.parent + '.linalg')\n__import__(__name__ + '.fft')\n",
+        "ac/numpy/linalg.py": "", "ac/numpy/fft.py": "", "ac/numpy/other.py": "", "ac/torch/__init__.py": "",
+    })
+    assert keys(run([root]), "CU101") == ["ac.numpy.other", "ac.torch", "rq.help"]
+    probe = "import rq, ac\nprint(hasattr(rq, 'help'), hasattr(ac, 'torch'), hasattr(ac.numpy, 'linalg'), hasattr(ac.numpy, 'fft'))\n"
+    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "False", "True", "True"]
+
+
+EXT_MODULE = r"""
+#include <Python.h>
+static struct PyModuleDef def = {PyModuleDef_HEAD_INIT, "%(name)s", NULL, -1, NULL};
+const char *volatile names[] = {"%(pkg)s", "cuda", "style", "%(marker)s"};
+PyMODINIT_FUNC PyInit_%(name)s(void) {
+    PyObject *m = PyModule_Create(&def);
+    %(body)s
+    return m;
+}
+"""
+
+
+def test_bare_names_in_a_compiled_module_are_imports_only_in_cython(tree_factory):
+    """Cython's `from pkg import sub` keeps "pkg" and "sub" as separate C strings, so the model
+    counts a bare name beside its package's name as an import; a hand-written or pybind11 module
+    (numba's `_dispatcher` holds "cuda", matplotlib's `ft2font` "style") imports nothing by them."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    from conftest import compile_so
+
+    ext = sysconfig.get_config_var("EXT_SUFFIX")
+    root = tree_factory({
+        "nb/__init__.py": "from . import _disp\n", "nb/cuda/__init__.py": "", "nb/style.py": "",
+        "cy/__init__.py": "from . import _mod\n", "cy/cuda/__init__.py": "", "cy/style.py": "",
+    })
+    include = ["-I", sysconfig.get_paths()["include"]]
+    compile_so(root / "nb", f"_disp{ext}", EXT_MODULE % {"name": "_disp", "pkg": "nb", "marker": "dispatch", "body": ""},
+               flags=include)
+    # what Cython generates for `from cy import cuda`, with the runtime name every Cython module holds
+    body = 'PyObject *f = Py_BuildValue("(s)", names[1]); if (!PyImport_ImportModuleLevel(names[0], NULL, NULL, f, 0)) return NULL;'
+    compile_so(root / "cy", f"_mod{ext}", EXT_MODULE % {"name": "_mod", "pkg": "cy", "marker": "cython_runtime", "body": body},
+               flags=include)
+    assert keys(run([root]), "CU101") == ["nb.cuda", "nb.style"]
+    probe = "import nb, cy\nprint(hasattr(nb, 'cuda'), hasattr(nb, 'style'), hasattr(cy, 'cuda'))\n"
+    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "False", "True"]
+
+
+def test_a_star_import_from_an_extension_compiled_from_the_source_beside_it(tree_factory):
+    """fontTools.cu2qu: `from .cu2qu import *` runs `cu2qu.cpython-*.so`, compiled (Cython's
+    pure-Python mode) from the `cu2qu.py` it shadows: that source's literal `__all__` is what the
+    star takes, so `fontTools.cu2qu.cli` is a trap, and its imports are what the extension
+    imports (`fontTools.cu2qu.errors` works). The extension names that file among its strings;
+    one with no source beside it keeps its names unknown (and `test_extension_before_source`: a
+    .py the extension does not name is not its source)."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    from conftest import compile_so
+
+    ext = sysconfig.get_config_var("EXT_SUFFIX")
+    root = tree_factory({
+        "ft/__init__.py": "from .core import *\n", "ft/cli.py": "", "ft/errs.py": "",
+        "ft/core.py": "from .errs import *\n__all__ = ['fast']\nfast = 1\n",
+        "sp/__init__.py": "from ._lib import *\n", "sp/interp.py": "",
+    })
+    module = r"""
+        #include <Python.h>
+        static struct PyModuleDef def = {PyModuleDef_HEAD_INIT, "%s", NULL, -1, NULL};
+        const char *volatile source = "%s.py";  /* Cython keeps the file it compiled, for tracebacks */
+        PyMODINIT_FUNC PyInit_%s(void) {
+            PyObject *m = PyModule_Create(&def);
+            char name[16];  /* `from .errs import *`, by a name no string of the module holds whole */
+            snprintf(name, sizeof name, "%%s.%%s", "ft", "errs");
+            if (!PyImport_ImportModule(name)) return NULL;
+            PyModule_AddObject(m, "__all__", Py_BuildValue("[s]", "fast"));
+            PyModule_AddIntConstant(m, "fast", 1);
+            return m;
+        }
+    """
+    include = ["-I", sysconfig.get_paths()["include"]]
+    compile_so(root / "ft", f"core{ext}", textwrap.dedent(module % ("core", "core", "core")), flags=include)
+    compile_so(root / "sp", f"_lib{ext}", textwrap.dedent(module % ("_lib", "_lib", "_lib")).replace("ft", "sp"), flags=include)
+    (root / "sp" / "errs.py").write_text("")
+    assert keys(run([root]), "CU101") == ["ft.cli"]
+    probe = "import ft, sp\nprint(ft.fast, hasattr(ft, 'cli'), hasattr(sp, 'interp'), hasattr(ft, 'errs'))\n"
+    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["1", "False", "False", "True"]
+
 
 
 def test_a_module_without_python_source_facts_adds_no_imports(tree_factory):

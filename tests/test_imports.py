@@ -393,6 +393,26 @@ def test_probe_timeout_is_reported(tmp_path):
     assert results[("slow", "x")].status == "timeout" and "timed out" in runs[0].outcome
 
 
+def test_probe_asks_a_module_subclass_through_its_class_getattr(tmp_path):
+    """cryptography's serialization module is replaced by a `_ModuleWithDeprecations` whose class
+    `__getattr__` forwards to the original (so `serialization.base` works), Pygments' lexers by an
+    `_automodule`: the instance's `__dict__` shows no `__getattr__`, yet attribute access uses it."""
+    from cuaudit.probe.imports import probe_submodules
+
+    (tmp_path / "wrapped").mkdir()
+    (tmp_path / "wrapped" / "__init__.py").write_text(
+        "import sys, types\nfrom . import base\n"
+        "class _Wrapper(types.ModuleType):\n"
+        "    def __init__(self, module):\n        super().__init__(module.__name__)\n        self.__dict__['_module'] = module\n"
+        "    def __getattr__(self, name):\n        return getattr(self._module, name)\n"
+        "sys.modules[__name__] = _Wrapper(sys.modules[__name__])\n")
+    (tmp_path / "wrapped" / "base.py").write_text("")
+    (tmp_path / "wrapped" / "never.py").write_text("")
+    results, _ = probe_submodules(sys.executable, [str(tmp_path)], {"wrapped": ["base", "never"]}, timeout=60)
+    assert results[("wrapped", "base")].status == "ok"
+    assert results[("wrapped", "never")].status == "trap"
+
+
 def test_rule_docs_have_all_sections():
     from cuaudit.rules import DOC_SECTIONS, get
 

@@ -300,3 +300,22 @@ def test_cli_env_package(cli, tmp_path, monkeypatch):
     assert "jsonschema" in names and "attrs" in names and "pytest" not in names  # itself and its dependencies
     rc, out, err = cli("env", "--isolated", "--no-cache", "--select", "CU001", "--package", "no-such-dist")
     assert rc == 2 and "no-such-dist" in err
+
+
+def test_text_without_colour_writes_what_the_console_prints(cupy_like, monkeypatch):
+    """The uncoloured text report writes each line's plain text: byte for byte what rich prints for it,
+    with names that carry escapes, wide characters, trailing spaces and tabs (those go through rich)."""
+    odd = [f("CU102", Severity.WARNING, TREE, "pkg/ü\x1b[31m.py", "cupy.\u202enccl", line=2,
+             message="wide 漢字 and trailing  \tand a tab"),
+           f("CU101", Severity.INFO, TREE, "pkg/b.py", None, message="ends with spaces   ")]
+    report = make_report(list(cupy_like.findings) + odd)
+    fast = {w: text_report.render(report, color=False, width=w) for w in (None, 60)}
+    made = text_report._Writer.__init__
+
+    def through_rich(self, *args, **kwargs):
+        made(self, *args, **kwargs)
+        self.plain = False
+
+    monkeypatch.setattr(text_report._Writer, "__init__", through_rich)
+    assert all(text_report.render(report, color=False, width=w) == fast[w] for w in fast)
+    assert "漢字" in fast[None] and "\x1b" not in fast[None]

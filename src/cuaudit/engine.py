@@ -50,6 +50,10 @@ __all__ = ["audit", "gather", "audit_stats", "Report", "RuleContext", "ProbeReco
 PARALLEL_MIN_TASKS = 24
 PARALLEL_MIN_BYTES = 64 * 1024**2
 
+#: the commands whose audits reuse a snapshot of their last run (`diff` and `explain` audit
+#: two versions or a narrowed environment each run: they gain little)
+SNAPSHOT_COMMANDS = ("env", "check")
+
 
 class Progress(Protocol):
     """Bytes: ``total`` of the members to read (None: unknown), ``n`` read, the ``member`` just read."""
@@ -547,11 +551,10 @@ def gather(
 
 def _collect(
     paths: Iterable[str | os.PathLike | Artifact], *, env: "str | bool | Environment | None", config: Config,
-    progress: Progress | None,
+    progress: Progress | None, listed: bool = True,
 ) -> tuple[list[Artifact], EnvironmentInfo | None, list[Finding]]:
-    """Resolve inputs (and an environment) and list them: what a snapshot is keyed by."""
+    """Resolve inputs (and an environment) and, with ``listed``, list them: what a snapshot is keyed by."""
     from cuaudit.inputs import resolve
-    from cuaudit.inputs.environment import Environment, InterpreterError, load_environment
 
     paths = list(paths)
     specs = [os.fspath(p) for p in paths if isinstance(p, (str, os.PathLike))]
@@ -560,6 +563,8 @@ def _collect(
     environment: EnvironmentInfo | None = None
     problems: list[Finding] = []
     if env:
+        from cuaudit.inputs.environment import Environment, InterpreterError, load_environment
+
         python = env if isinstance(env, str) else None
         try:
             # an Environment already loaded (and narrowed to some distributions: `explain`)
@@ -569,7 +574,7 @@ def _collect(
         except InterpreterError as exc:
             ref = ArtifactRef(kind=ArtifactKind.FILE, path=str(python))
             problems.append(rules_registry.get("CU008").finding(Location(ref), str(exc)))
-    for art in artifacts:
+    for art in artifacts if listed else ():
         _list_safely(art)
     return artifacts, environment, problems
 
@@ -615,15 +620,16 @@ def audit(
     started = time.perf_counter()
     config = config or Config()
     rules_registry.validate_config(config)
-    selected = [cls for cls in rules_registry.select(config.selected, config.ignored)]
-    runnable = [cls() for cls in selected if not cls.emitted_by_engine]
-    names = extractors_for(selected)
-    artifacts, environment, early = _collect(paths, env=env, config=config, progress=progress)
-    # `env` reuses what its last run derived when nothing it depends on changed (snapshot.py)
+    # codes, not classes: a snapshot's hit imports no rule module (rules.info reads the index)
+    codes = rules_registry.selected_codes(config.selected, config.ignored)
+    names = extractors_for(codes)
+    artifacts, environment, early = _collect(paths, env=env, config=config, progress=progress, listed=False)
+    # `env` and `check` reuse what their last run derived when nothing it depends on changed (snapshot.py)
     slot = content = None
-    if command == "env" and snapshot.usable(config, selected, [facts_registry.get(n) for n in names]):
-        slot = snapshot.slot_key(config, environment, selected, [facts_registry.get(n) for n in names], command)
-        content = snapshot.content_identity(artifacts, snapshot.code_identity())
+    if command in SNAPSHOT_COMMANDS and snapshot.usable(config, codes, names):
+        named = [a.ref for a in artifacts if a.ref.kind is not ArtifactKind.INSTALLED]
+        slot = snapshot.slot_key(config, environment, codes, names, command, named)
+        content = snapshot.content_identity(artifacts, snapshot.code_identity(), _list_safely)
         extraction = Extraction(config, None)
         evidence_inputs = EvidenceInputs(config, environment, extraction)
         hit = snapshot.load(extraction.store, slot, content)
@@ -631,10 +637,15 @@ def audit(
             extraction.store.close()
             for art, skipped in zip(artifacts, hit.skipped):
                 art.skipped = list(skipped)
-            return _report(config, selected, artifacts, environment, list(hit.findings), [],
+            return _report(config, codes, artifacts, environment, list(hit.findings), hit.suppressions, [],
                            [ref for name in EvidenceInputs.NAMES for ref, _ in hit.evidence.get(name, ())],
                            {**hit.stats, "snapshot_reused": True}, started, command)
         extraction.store.close()
+    for art in artifacts:
+        _list_safely(art)
+    selected = [rules_registry.get(c) for c in codes]
+    runnable = [cls() for cls in selected if not cls.emitted_by_engine]
+    names = extractors_for(codes)  # from the classes now imported: what they need, even if the index is stale
     gathered = _extract(artifacts, environment, early, config=config, extractors=names, progress=progress)
     extraction = gathered.extraction
     probes: list[ProbeRecord] = []
@@ -655,11 +666,12 @@ def audit(
                     )
                 )
     stats = audit_stats(gathered, started)
+    suppressions = suppressions_for(findings, artifacts, config)
     if slot is not None and content is not None and not any(f.code == "CU011" for f in findings):
         # a CU011 is cuaudit's own failure (or a worker that died): never kept for the next run
         stats.pop("seconds")
         snapshot.save(extraction.store, slot, snapshot.Snapshot(
-            content, findings, [list(a.skipped) for a in artifacts], evidence_inputs.recorded,
+            content, findings, [list(a.skipped) for a in artifacts], suppressions, evidence_inputs.recorded,
             {**{k: v for k, v in stats.items() if k not in ("facts_extracted", "evidence_facts_extracted")},
              "facts_extracted": 0, "evidence_facts_extracted": 0,
              "facts_cached": stats["facts_cached"] + stats["facts_extracted"],
@@ -667,17 +679,15 @@ def audit(
         ))
     extraction.flush_evidence()
     extraction.store.close()
-    return _report(config, selected, artifacts, environment, findings, probes, evidence_inputs.refs(),
+    return _report(config, codes, artifacts, environment, findings, suppressions, probes, evidence_inputs.refs(),
                    {**stats, "snapshot_reused": False}, started, command)
 
 
-def _report(config: Config, selected: Sequence[type], artifacts: list[Artifact], environment: EnvironmentInfo | None,
-            findings: list[Finding], probes: list[ProbeRecord], evidence: list[ArtifactRef], stats: dict[str, Any],
+def _report(config: Config, codes: Sequence[str], artifacts: list[Artifact], environment: EnvironmentInfo | None,
+            findings: list[Finding], suppressions: dict[tuple[ArtifactRef, str], Any], probes: list[ProbeRecord], evidence: list[ArtifactRef], stats: dict[str, Any],
             started: float, command: str) -> Report:
-    """The finishing step over the rules' findings, and the report."""
-    findings, suppressed, baselined = finish(
-        findings, config, {c.code for c in selected}, suppressions_for(findings, artifacts, config)
-    )
+    """The finishing step over the rules' findings (with the inline suppressions of their members), and the report."""
+    findings, suppressed, baselined = finish(findings, config, set(codes), suppressions)
     skipped = [s for a in artifacts for s in a.skipped]
     return Report(
         findings=findings,
@@ -685,7 +695,7 @@ def _report(config: Config, selected: Sequence[type], artifacts: list[Artifact],
         artifacts=[a.ref for a in artifacts],
         evidence=evidence,
         config=config,
-        rules=[c.code for c in selected],
+        rules=list(codes),
         environment=environment,
         probes=probes,
         stats={**stats, "seconds": round(time.perf_counter() - started, 3)},
@@ -771,7 +781,7 @@ class EvidenceInputs:
         return [v.ref for name in self.NAMES for v in self._views.get(name, ())]
 
 
-def extractors_for(selected: Sequence[type]) -> set[str]:
+def extractors_for(codes: Sequence[str]) -> set[str]:
     """The extractors an audit with these rules runs: what the selected rules need,
     and the format check whenever any CU0xx rule is selected.
 
@@ -781,8 +791,8 @@ def extractors_for(selected: Sequence[type]) -> set[str]:
     (CU009, "not supported by an analysis", is reported for the analyses that
     ran, whichever rule asked for them.)
     """
-    names = {n for cls in selected for n in cls.needs}
-    if any(cls.code.startswith("CU0") for cls in selected):
+    names = {n for code in codes for n in rules_registry.info(code).needs}
+    if any(code.startswith("CU0") for code in codes):
         names.add("format")
     return names
 

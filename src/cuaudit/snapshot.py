@@ -23,8 +23,9 @@ the fact cache, which re-extracts only the members whose content changed.
 Probes (``--probe``) run real code and are never snapshotted; neither are rules
 or extractors defined outside cuaudit (a test's rule: its code has no ``stat``).
 
-One slot per (interpreter, configuration, selection) in the fact store holds the
-latest snapshot, so an environment that keeps changing does not pile them up.
+One slot per (inputs, interpreter, configuration, selection) in the fact store holds
+the latest snapshot, so an environment or a wheel that keeps changing does not pile
+them up (the cache's size cap prunes the slots of inputs no longer checked).
 """
 
 from __future__ import annotations
@@ -47,15 +48,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from cuaudit.store import FactStore
 
 #: bump when what a snapshot holds, or how its key is made, changes
-SCHEMA = 1
+SCHEMA = 2
 
 #: configuration fields that never reach a rule: where the cache is, how many workers
 _NOT_KEYED = frozenset({"jobs", "cache", "cache_dir", "cache_max_size", "probe_timeout", "source", "option_sources"})
 
 
-def code_identity() -> str:
+def code_identity(root: str | None = None) -> str:
     """cuaudit's version and the ``stat`` of every file of the package (its rules, models and data)."""
-    root = os.path.dirname(os.path.abspath(__file__))
+    root = root or os.path.dirname(os.path.abspath(__file__))
     h = hashlib.blake2b(__version__.encode(), digest_size=16)
     for dirpath, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
@@ -75,29 +76,86 @@ def config_identity(config: "Config") -> str:
     return json.dumps(fields, sort_keys=True, default=repr)
 
 
-def usable(config: "Config", rules: Sequence[type], extractors: Sequence[type]) -> bool:
-    """Whether this audit may use a snapshot: cached, no probes, only cuaudit's own rules and extractors."""
+def usable(config: "Config", codes: Sequence[str], extractors: Sequence[str]) -> bool:
+    """Whether this audit may use a snapshot: cached, no probes, only cuaudit's own rules and extractors.
+
+    Read from the rule index and the extractors registered so far, importing neither: an
+    extractor registered from elsewhere under a name the rules need is already registered."""
+    from cuaudit import facts, rules
+
     if not config.cache or config.probe:
         return False
-    return all(c.__module__.startswith("cuaudit.") for c in (*rules, *extractors))
+    if not all(rules.info(c).module.startswith("cuaudit.") for c in codes):
+        return False
+    return all(facts.registered(n) is None or facts.registered(n).__module__.startswith("cuaudit.") for n in extractors)
 
 
-def slot_key(config: "Config", environment: EnvironmentInfo | None, rules: Sequence[type],
-             extractors: Sequence[type], command: str) -> str:
-    """Where this (interpreter, configuration, selection)'s latest snapshot lives in the store."""
+def slot_key(config: "Config", environment: EnvironmentInfo | None, codes: Sequence[str],
+             extractors: Sequence[str], command: str, inputs: Sequence[Any] = ()) -> str:
+    """Where this (inputs, interpreter, configuration, selection)'s latest snapshot lives in the store.
+
+    ``inputs``: the refs of what was named to audit (wheels, trees: not an environment's
+    distributions, which the environment names), so that checks of several wheels in turn
+    each keep their own.  Extractor versions are not part of it: they are cuaudit's code,
+    which the content (:func:`code_identity`) holds."""
+    from cuaudit import rules
+
     parts = [
         # the interpreter running cuaudit too: its ast and its stdlib module names shape the model
-        str(SCHEMA), command, sys.executable, sys.version, repr(environment), config_identity(config),
-        ",".join(sorted(f"{c.__module__}.{c.__qualname__}" for c in rules)),
-        ",".join(sorted(f"{c.__module__}.{c.__qualname__}:{c.name}:{c.version}" for c in extractors)),
+        str(SCHEMA), command, sys.executable, sys.version, repr(environment), config_identity(config), repr(list(inputs)),
+        ",".join(sorted(f"{rules.info(c).module}.{rules.info(c).qualname}" for c in codes)),
+        ",".join(sorted(extractors)),
+        # the bounds inputs and extractors are read with (docs/security.md) come from the environment
+        repr(sorted((k, v) for k, v in os.environ.items() if k.startswith("CUAUDIT_BUDGET_"))),
+        _loader_identity(),
     ]
     return "snapshot:" + hashlib.blake2b("\n".join(parts).encode(), digest_size=20).hexdigest()
 
 
-def content_identity(artifacts: Sequence["Artifact"], code: str) -> str:
-    """Every audited member's content key, and what listing each artifact met."""
+def listing_identity(artifact: "Artifact") -> str | None:
+    """The identity of the one regular file an artifact's listing follows from (``single_file``), or None."""
+    import stat
+
+    from cuaudit.inputs.identity import file_identity
+
+    if not artifact.single_file:
+        return None
+    try:
+        st = os.stat(artifact.ref.path)
+    except OSError:
+        return None  # listed, then: the listing reports why it cannot be read
+    return file_identity(st) if stat.S_ISREG(st.st_mode) else None
+
+
+def _loader_identity() -> str:
+    """The machine's dynamic loader, whose built-in search folders the loader model reads from the file
+    itself (``analysis.libraries.default_dirs``), not through a recorded evidence question."""
+    from cuaudit.inputs.evidence import LOADERS
+    from cuaudit.inputs.identity import file_identity
+
+    out = []
+    for path in LOADERS:
+        try:
+            out.append(f"{path}:{file_identity(os.stat(path))}")
+        except OSError:
+            out.append(f"{path}:-")
+    return ",".join(out)
+
+
+def content_identity(artifacts: Sequence["Artifact"], code: str, list_members: Callable[["Artifact"], None]) -> str:
+    """Every audited member's content key, and what listing each artifact met.
+
+    A single-file artifact (a wheel, an sdist, a file) stands by its file's identity,
+    unlisted: the identity (device, inode, size, mtime, ctime) changes with any rewrite,
+    and the member keys are made from it.  The others are listed (``list_members``)."""
     h = hashlib.blake2b(code.encode(), digest_size=20)
     for art in artifacts:
+        ident = listing_identity(art)
+        if ident is not None:
+            h.update(f"\0{type(art).__name__}\0{art.ref!r}\0file\0{ident}\0{art.problems!r}\n"
+                     .encode("utf-8", "surrogateescape"))
+            continue
+        list_members(art)
         h.update(f"\0{type(art).__name__}\0{art.ref!r}\0{art.problems!r}\0{art.skipped!r}\n".encode("utf-8", "surrogateescape"))
         h.update("\n".join(f"{m.path}\t{m.kind.value}\t{m.size}\t{m.content_key}" for m in art.members)
                  .encode("utf-8", "surrogateescape"))
@@ -190,6 +248,8 @@ class Snapshot:
     findings: list[Finding]
     #: per artifact (in order): everything skipped, listing's and the rules' own
     skipped: list[list[Skipped]]
+    #: the inline suppressions of the members the findings are in (facts of their content)
+    suppressions: dict[tuple[Any, str], Any]
     #: evidence name -> [(its input's ref, the questions asked of it)]
     evidence: dict[str, list[tuple[Any, Questions]]] = field(default_factory=dict)
     stats: dict[str, int] = field(default_factory=dict)

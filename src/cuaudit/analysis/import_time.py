@@ -54,11 +54,29 @@ class ModuleRun:
     opaque: str = ""  # a followed call imports a computed name: why the model cannot list its imports
     swapped: str = ""  # a followed call replaces the module in sys.modules: what the model cannot see
     failed: dict[str, str] = field(default_factory=dict)  # module it tries to import -> why that fails
+    #: module -> where its globals are updated from another module's ``__dict__`` (its ``__name__``
+    #: and ``__path__`` become that module's: cuda.core); a followed call may do it to its own module
+    renamed: dict[str, str] = field(default_factory=dict)
+    #: module a computed name evaluated to -> where and how (for the verdicts' evidence)
+    computed: dict[str, str] = field(default_factory=dict)
     assumptions: set[str] = field(default_factory=set)
 
 
 _UNKNOWN = object()
 _RUNS = Truth(True, "", "")
+
+
+@dataclass(frozen=True)
+class _Class:
+    """A class of the package (a value of a computed module name's evaluation)."""
+
+    module: str
+    name: str
+
+
+@dataclass(frozen=True)
+class _Module:
+    name: str
 
 
 class ImportTimeModel:
@@ -390,15 +408,36 @@ class ImportTimeModel:
         elif e.kind == "dynamic-import":
             if not e.module and e.bound and args.get(e.bound):
                 e = dataclasses.replace(e, module=args[e.bound])
+            if not e.module and e.loop_var and not args:
+                # each value the loop gives may be imported (one may stop the loop, a condition
+                # inside may skip it), and nothing else is
+                looped = [self.computed_name(module, e.expr, {e.loop_var: v}) for v in e.loop_values]
+                if all(looped):
+                    why = f"{module}:{e.line} imports {e.expr} for {e.loop_var} in {', '.join(e.loop_values)}"
+                    for value in looped:
+                        self._effect(module, is_pkg, prog, dataclasses.replace(e, module=value, expr="", loop_var=""), out,
+                                     Truth(None, why), depth, seen)
+                    return
+            computed = self.computed_name(module, e.expr) if not e.module and e.expr and not args else ""
+            if computed:
+                e = dataclasses.replace(e, module=computed)
             if not e.module:
                 out.opaque = out.opaque or f"{module}:{e.line} imports a computed module name"
                 return
             target = e.module
             if target.startswith("."):
                 level = len(target) - len(target.lstrip("."))
-                target = absolute_module(target.lstrip("."), level, module, is_pkg) or ""
+                if e.package:
+                    target = names.absolute_module(target.lstrip("."), level, e.package) or ""
+                else:
+                    target = absolute_module(target.lstrip("."), level, module, is_pkg) or ""
+            if computed and target:
+                out.computed.setdefault(target, f"{module}:{e.line} imports {target} (`{e.expr}` with the "
+                                                "class attributes it reads at their defaults)")
             parts = [p for p in target.split(".") if p]
             self._add(out, [".".join(parts[: i + 1]) for i in range(len(parts))], t)
+        elif e.kind == "globals-update":
+            out.renamed.setdefault(module, f"{module}:{e.line} updates its globals from {e.value}.__dict__")
         elif e.kind == "swap":
             out.swapped = out.swapped or f"{module}:{e.line} replaces a module in sys.modules"
         elif e.kind == "call" and depth < CALL_DEPTH:
@@ -419,6 +458,126 @@ class ImportTimeModel:
             bound = {p: a for p, a in zip(params, e.args) if a}
             for inner in body.effects:
                 self._effect(where, w_pkg, body_prog, inner, out, t, depth + 1, seen, bound)
+
+    # -- computed module names -----------------------------------------------------------------
+    def computed_name(self, module: str, expr: str, local: dict[str, str] | None = None) -> str:
+        """The value of a computed module name built from literals, module-level names and class
+        attributes read directly or through class methods, taken at their defaults (astropy's
+        ``".constants." + phys_version`` with ``phys_version = astropy.physical_constants.get()``);
+        "" when any part is not known."""
+        key = ("computed", module, expr, tuple(sorted((local or {}).items())))
+        if key not in self._runs:
+            try:
+                node = ast.parse(expr, mode="eval").body
+            except SyntaxError:
+                node = None
+            value = self._value(node, module, dict(local or {}), 0) if node is not None else _UNKNOWN
+            self._runs[key] = value if isinstance(value, str) else ""
+        return self._runs[key]
+
+    def _value(self, node: ast.AST, module: str, local: dict, depth: int) -> object:
+        if depth > 16:
+            return _UNKNOWN
+        if isinstance(node, ast.Constant):
+            return node.value if isinstance(node.value, str) else _UNKNOWN
+        if isinstance(node, ast.JoinedStr):
+            parts = []
+            for v in node.values:
+                part = v.value if isinstance(v, ast.Constant) else (
+                    self._value(v.value, module, local, depth + 1)
+                    if isinstance(v, ast.FormattedValue) and v.conversion == -1 and v.format_spec is None else _UNKNOWN)
+                if not isinstance(part, str):
+                    return _UNKNOWN
+                parts.append(part)
+            return "".join(parts)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left, right = self._value(node.left, module, local, depth + 1), self._value(node.right, module, local, depth + 1)
+            return left + right if isinstance(left, str) and isinstance(right, str) else _UNKNOWN
+        if isinstance(node, ast.Name):
+            if node.id in local:
+                return local[node.id]
+            if node.id in ("__name__", "__package__"):
+                entry = self.universe.get(module)
+                package = module if entry is not None and entry.is_package else module.rpartition(".")[0]
+                return module if node.id == "__name__" else package
+            return self._global(module, node.id, depth)
+        if isinstance(node, ast.Attribute) and dotted(node) in ("__spec__.name", "__spec__.parent"):
+            # sklearn's vendored array_api_compat: `__import__(__spec__.parent + ".linalg")`
+            return self._value(ast.Name("__name__" if node.attr == "name" else "__package__"), module, local, depth + 1)
+        if isinstance(node, ast.Attribute):
+            base = self._value(node.value, module, local, depth + 1)
+            if isinstance(base, _Module):
+                prog = self.program_for(base.name)
+                if prog is not None and prog.class_model(node.attr) is not None:
+                    return _Class(base.name, node.attr)
+                if self.universe.exists(f"{base.name}.{node.attr}"):
+                    return _Module(f"{base.name}.{node.attr}")
+                return self._global(base.name, node.attr, depth) if prog is not None else _UNKNOWN
+            if isinstance(base, _Class):
+                for c in self._mro(base, depth):
+                    model = self.program_for(c.module).class_model(c.name)
+                    for name, value in model.strings + model.tables:
+                        if name == node.attr:
+                            return value if isinstance(value, str) else dict(value)
+            return _UNKNOWN
+        if isinstance(node, ast.Subscript):
+            base, key = self._value(node.value, module, local, depth + 1), self._value(node.slice, module, local, depth + 1)
+            return base.get(key, _UNKNOWN) if isinstance(base, dict) and isinstance(key, str) else _UNKNOWN
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and not node.keywords:
+            receiver = self._value(node.func.value, module, local, depth + 1)
+            if not isinstance(receiver, _Class):
+                return _UNKNOWN
+            for c in self._mro(receiver, depth):
+                body = self.program_for(c.module).function(f"{c.name}.{node.func.attr}")
+                if body is None:
+                    continue
+                if not (body.is_classmethod and body.returns) or len(body.params) != len(node.args) + 1:
+                    return _UNKNOWN
+                inner = {body.params[0]: receiver}
+                for p, a in zip(body.params[1:], node.args):
+                    inner[p] = self._value(a, module, local, depth + 1)
+                    if inner[p] is _UNKNOWN:
+                        return _UNKNOWN
+                return self._value(ast.parse(body.returns, mode="eval").body, c.module, inner, depth + 1)
+        return _UNKNOWN
+
+    def _global(self, module: str, name: str, depth: int) -> object:
+        """A module-level name's value: a literal, a value expression, a class or a module."""
+        prog = self.program_for(module)
+        if prog is None:
+            return _UNKNOWN
+        for k, v in prog.values:
+            if k == name:
+                return self._value(ast.parse(v, mode="eval").body, module, {}, depth + 1)
+        for k, v in prog.constants:
+            if k == name:
+                return v if isinstance(v, str) else _UNKNOWN
+        if prog.class_model(name) is not None and self._bound_value(module, name) == "":
+            return _Class(module, name)
+        imported = self._imported_object(module, name)
+        if imported is None:
+            return _UNKNOWN
+        mod, attr = imported
+        if not attr:
+            return _Module(mod)
+        other = self.program_for(mod)
+        return _Class(mod, attr) if other is not None and other.class_model(attr) is not None else _UNKNOWN
+
+    def _mro(self, cls: _Class, depth: int) -> list[_Class]:
+        """The class and its bases, depth first (C3 agrees for single inheritance); bases that are
+        not classes of the package end the walk there."""
+        out: list[_Class] = []
+        stack = [cls]
+        while stack and len(out) < 16:
+            c = stack.pop()
+            prog = self.program_for(c.module)
+            model = prog.class_model(c.name) if prog is not None else None
+            if model is None or c in out:
+                continue
+            out.append(c)
+            bases = [self._value(ast.parse(b, mode="eval").body, c.module, {}, depth + 1) for b in model.bases]
+            stack.extend(reversed([b for b in bases if isinstance(b, _Class)]))
+        return out
 
     def callable(self, module: str, dotted_name: str, _seen: set | None = None) -> tuple[str, str] | None:
         """(module, function or ``Class.method``) a dotted_name name called in ``module`` resolves to."""

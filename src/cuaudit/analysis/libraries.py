@@ -22,12 +22,13 @@ from importlib import resources
 from typing import Mapping
 
 from cuaudit.facts.evidence import Evidence
+# the dynamic loaders whose built-in list default_dirs reads: listed with the machine's other files,
+# where a snapshot's key reads them without importing this module
+from cuaudit.inputs.evidence import LOADERS
 
 #: Directories the loader searches after the cache when its own list cannot be read
 #: (glibc's built-in list on a non-multiarch x86-64 system such as Fedora).
 DEFAULT_DIRS = ("/lib64", "/usr/lib64", "/lib", "/usr/lib")
-#: the dynamic loaders whose built-in list :func:`default_dirs` reads, by machine
-LOADERS = ("/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1", "/lib64/ld64.so.2", "/lib/ld-linux-x86-64.so.2")
 #: glibc stores its system search path as consecutive NUL-terminated folders ending in "/"
 #: (``SYSTEM_DIRS`` in ``elf/dl-load.c``); ``ld.so --help`` prints the same list
 _SYSTEM_DIRS = re.compile(rb"(?:/(?:usr/)?lib[A-Za-z0-9_./-]*/\0){2,12}")

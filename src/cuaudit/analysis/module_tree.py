@@ -48,6 +48,9 @@ class ModuleEntry:
     member: str | None = None  # its file inside the artifact (None for namespace packages)
     stub_member: str | None = None  # the .pyi beside it
     origin: str = ""  # "artifact" | "stdlib"
+    #: an extension's same-named ``.py`` beside it, which the extension shadows: its source
+    #: (Cython's pure-Python mode, mypyc; fontTools' ``cu2qu.py`` beside ``cu2qu.*.so``)
+    source_member: str | None = None
     _facts: PythonSourceFacts | None = None
     _stub: PythonSourceFacts | None = None
     _load: Callable[[], tuple[PythonSourceFacts | None, PythonSourceFacts | None]] | None = None
@@ -147,8 +150,11 @@ def artifact_modules(artifact, members: Iterable) -> dict[str, ModuleEntry]:
         # CPython's path finder: a package folder first, then extension suffixes before
         # `.py` (`x.py` beside `x.cpython-*.so`: the extension is what runs)
         if prev is not None and (prev.kind == "package" or (prev.kind == "extension" and mkind == "module")):
+            if prev.kind == "extension":
+                prev.source_member = member
             continue
-        out[name] = ModuleEntry(name, mkind, artifact, member, origin="artifact")
+        out[name] = ModuleEntry(name, mkind, artifact, member, origin="artifact",
+                                source_member=prev.member if prev is not None and prev.kind == "module" and mkind == "extension" else None)
     # namespace packages: folders holding modules without an __init__
     if kind is not ArtifactKind.FILE:
         for name in list(out):
@@ -234,10 +240,12 @@ class ModuleUniverse:
         self._graphs: dict[bool, _Components] = {}
         self._direct: dict[str, tuple[frozenset[str], bool]] = {}
         self._strings: dict[str, tuple] = {}
+        self._sources: dict[str, tuple] = {}  # extension module -> how to get its source's python_source facts
         self._named: dict[str, dict[str, str]] = {}  # module -> bare names its calls pass -> where
         self._named_by_parent: dict[tuple[str, frozenset[str]], dict[str, str]] = {}  # the same over a parent's folder
         self._maybe: dict[frozenset[str], tuple[dict[str, str], tuple[str, ...]]] = {}  # closure -> maybe_imported
         self._failed: dict[frozenset[str], dict[str, str]] = {}  # closure -> module -> why its import fails
+        self._computed: dict[frozenset[str], dict[str, str]] = {}  # closure -> package -> a computed import into it
         #: the platform imports are evaluated for (the audited environment's, else this one's)
         self.sys_platform = sys.platform
         self.os_name = os.name  # extension module -> how to get its dotted strings
@@ -264,6 +272,8 @@ class ModuleUniverse:
                 entry._load = load
             if entry.kind == "extension" and entry.member:
                 self._strings[name] = (artifact, entry.member, facts_for)
+                if entry.source_member:
+                    self._sources[name] = (artifact, entry.source_member, facts_for)
             if entry.kind in ("package", "module") and entry.member and entry.member.endswith(".py"):
                 self._programs[name] = (artifact, entry.member, facts_for, entry)
             if name.split(".")[0] in self._stdlib_top and self.stdlib_root:
@@ -358,11 +368,22 @@ class ModuleUniverse:
                         parts = dotted.split(".")
                         out.update(".".join(parts[: i + 1]) for i in range(len(parts)))
                         packages.add(dotted)
-                # `from pkg import sub` in Cython: "pkg" and "sub" are separate strings
-                for pkg in packages:
+                # `from pkg import sub` in Cython: "pkg" and "sub" are separate strings; in other
+                # extension modules a bare identifier is an attribute or keyword name (matplotlib's
+                # pybind11 ft2font holds "style", numba's C _dispatcher "cuda": neither imports them)
+                cython = "cython_runtime" in idents or any(d.startswith("_cython_") for d in getattr(found, "dotted", ()))
+                for pkg in packages if cython else ():
                     for child in self.children.get(pkg, ()):
                         if child in idents and f"{pkg}.{child}" != name:
                             out.add(f"{pkg}.{child}")
+            source = self.source_facts(name)
+            if source is not None:
+                # compiled from the source beside it (fontTools' cu2qu): it runs that source's
+                # imports, whose names a compressed Cython string table hides from the strings
+                for imp in source.module_level_imports():
+                    if not (imp.platform and not platform_allows(imp.platform, self.sys_platform, self.os_name)):
+                        out.update(self.imported_by(imp, name, False))
+                out.update(self.dynamic_targets(source, name, False))
         elif entry.kind == "namespace":
             pass
         elif self._has_source(entry) and (run := self.model.run(name)) is not None:
@@ -386,6 +407,20 @@ class ModuleUniverse:
         result = (frozenset(out), known)
         self._direct[name] = result
         return result
+
+    def source_facts(self, name: str) -> PythonSourceFacts | None:
+        """The python_source facts of the ``.py`` beside an extension module that it was compiled
+        from: its strings name that file (Cython keeps ``Lib/fontTools/cu2qu/cu2qu.py`` for
+        tracebacks); an extension that does not may be something else, whose imports are unknown."""
+        got = self._sources.get(name)
+        strings = self._strings.get(name)
+        if got is None or strings is None:
+            return None
+        found = strings[2](strings[0], strings[1], "extension_strings")
+        if f"{name.rpartition('.')[2]}.py" not in getattr(found, "dotted", ()):
+            return None
+        source = got[2](got[0], got[1], "python_source")
+        return source if source is not None and source.syntax_error is None else None
 
     def _has_source(self, entry: ModuleEntry) -> bool:
         """Whether an artifact module's python_source facts exist, asked without decoding them."""
@@ -591,6 +626,10 @@ class ModuleUniverse:
     def exported(self, name: str, depth: int = 0) -> frozenset[str] | None:
         """Names ``from name import *`` binds, or None when unknown."""
         entry = self.get(name)
+        source = self.source_facts(name) if entry is not None and entry.kind == "extension" else None
+        if source is not None:
+            # compiled from the source beside it: a literal __all__ there is what the star takes
+            return frozenset(source.all_names) if source.all_names is not None else None
         if entry is None or entry.kind in ("extension", "namespace") or depth > 8:
             return None
         f = entry.facts
@@ -667,12 +706,29 @@ class ModuleUniverse:
         if failed:
             # `import parent` itself raises ImportError here (urllib3.contrib.emscripten needs `js`)
             return Reach("unknown", f"unknown: importing {parent} fails ({failed})")
+        renamed = self.renamed(parent)
+        if renamed:
+            return Reach("unknown", f"unknown: {renamed}")
         r = self.shadowed(parent, sub, depth) or self._reach(parent, sub, imported, depth)
         if r.is_trap and not r.shadow:
             named = self._named_in_a_call(parent, sub, imported() if callable(imported) else imported)
             if named and not self.model.failure(f"{parent}.{sub}"):
                 return Reach("unknown", f"unknown: {named}, which may import {parent}.{sub} by that name")
         return r
+
+    def renamed(self, module: str) -> str:
+        """Why ``module`` or a package above it is not what its name says: its top level updates its
+        globals from another module's ``__dict__``, taking that module's ``__name__``, ``__path__``
+        and names (cuda.core's ``globals().update(cu13.__dict__)``, after which its own
+        ``from cuda.core import utils`` imports ``cuda.core.cu13.utils``); "" when none does."""
+        parts = module.split(".")
+        for i in range(1, len(parts) + 1):
+            owner = ".".join(parts[:i])
+            run = self.model.run(owner) if owner in self._programs else None
+            if run is not None and owner in run.renamed:
+                return (f"{run.renamed[owner]}, which replaces its __name__, __path__ and names with another "
+                        f"module's: what importing {module} binds is not modelled")
+        return ""
 
     def _reach(self, parent: str, sub: str, imported: frozenset[str] | Callable[[], frozenset[str]], depth: int = 0) -> Reach:
         full = f"{parent}.{sub}"
@@ -735,8 +791,13 @@ class ModuleUniverse:
                 return Reach("trap", f"{where}:{swap.line} replaces the module with a {swap.cls} copying its names; {sub} is not one of them")
             got = self.getattr_verdict(parent, sub, prog.swap_getattr)
             return got or Reach("unknown", f"{where}:{prog.swap_getattr.line} {swap.cls}.__getattr__ may serve {sub!r}")
-        if f.dynamic:
-            line, what = f.dynamic[0]
+        dynamic = f.dynamic
+        run = self.model.run(parent) if prog is not None else None
+        if run is not None and not run.opaque:
+            # the import-time model computed the names of these imports (else `opaque` says so)
+            dynamic = tuple(d for d in dynamic if not d[1].endswith("of a computed name"))
+        if dynamic:
+            line, what = dynamic[0]
             return Reach("unknown", f"{where}:{line} binds names dynamically ({what})")
         for imp in f.star_imports:
             src = self.resolve(imp, parent, entry.is_package)
@@ -769,7 +830,8 @@ class ModuleUniverse:
             if g.fallback == "AttributeError" or sub in g.raising:
                 return Reach("getattr-trap", f"{where}:{g.line} __getattr__ raises AttributeError for {sub!r}")
             return Reach("unknown", f"{where}:{g.line} __getattr__ may serve {sub!r}")
-        return Reach("trap", f"{where} neither binds nor imports {sub}{self._failed_import(full, imported)}")
+        return Reach("trap", f"{where} neither binds nor imports {sub}{self._failed_import(full, imported)}"
+                     f"{self._computed_sibling(parent, imported)}")
 
     def _named_in_a_call(self, parent: str, sub: str, imported: frozenset[str]) -> str:
         """Where a module of ``parent``'s own folder that ``import parent`` loads passes ``sub``, the
@@ -801,6 +863,18 @@ class ModuleUniverse:
             for a, where in names.items():
                 found.setdefault(a, where)
         return found
+
+    def _computed_sibling(self, parent: str, imported: frozenset[str]) -> str:
+        """``; <module:line> imports <parent.other> (<how the name was computed>)``: the claim rests on
+        a computed module name evaluated at its defaults (astropy's constants version)."""
+        computed = self._computed.get(imported)
+        if computed is None:
+            computed = self._computed[imported] = {}
+            for m in sorted(imported):
+                run = self.model.run(m) if m in self._programs else None
+                for target, why in run.computed.items() if run is not None else ():
+                    computed.setdefault(target.rpartition(".")[0], why)
+        return f"; {computed[parent]}" if parent in computed else ""
 
     def _failed_import(self, full: str, imported: frozenset[str]) -> str:
         """``; <module:line> tries to import it, which fails: <why>`` when a module that runs does."""

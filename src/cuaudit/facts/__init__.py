@@ -232,6 +232,11 @@ def get(name: str) -> type[Extractor]:
         raise KeyError(f"unknown extractor {name!r}") from None
 
 
+def registered(name: str) -> type[Extractor] | None:
+    """The extractor registered under ``name`` so far, importing nothing (None: not yet, or no such)."""
+    return _REGISTRY.get(name)
+
+
 def all_extractors() -> dict[str, type[Extractor]]:
     load_all()
     return dict(_REGISTRY)

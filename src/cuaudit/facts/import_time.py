@@ -84,6 +84,15 @@ class Effect(CompactState):
     value: str = ""
     #: a call's keyword arguments that are string literals (``lextab="generic_lextab"``)
     kwargs: tuple[tuple[str, str], ...] = ()
+    #: a dynamic import of a computed name: that name's expression, as source text
+    #: (astropy's ``".constants." + phys_version``)
+    expr: str = ""
+    #: a dynamic import's literal ``package`` argument (``import_module(".x", "astropy")``)
+    package: str = ""
+    #: a computed name read inside ``for <loop_var> in <literal strings>``: the values it takes
+    #: (requests' ``for lib in ("chardet", "charset_normalizer"): import_module(lib)``)
+    loop_var: str = ""
+    loop_values: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -99,6 +108,23 @@ class FunctionBody(CompactState):
     returns_function: str = ""
     #: positional parameter names (``self`` included for methods)
     params: tuple[str, ...] = ()
+    #: the expression of its final ``return`` (source text), when every statement before it is a
+    #: docstring or an ``if`` that raises: what a call evaluates to (``cls.validate(cls._value)``);
+    #: kept for class methods only
+    returns: str = ""
+    is_classmethod: bool = False
+
+
+@dataclass(frozen=True)
+class ClassModel:
+    """A module-level class: its bases (dotted, as written) and its literal class attributes."""
+
+    name: str
+    bases: tuple[str, ...] = ()
+    #: ``_value = "codata2022"``: string attributes
+    strings: tuple[tuple[str, str], ...] = ()
+    #: ``_versions = dict(codata2022="codata2022", ...)``: string-to-string tables
+    tables: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -144,6 +170,17 @@ class ImportTimeFacts:
     swap_getattr: GetattrModel | None = None
     #: module-level literal dict keys / string collections, by name (tables ``__getattr__`` consults)
     tables: tuple[tuple[str, tuple[str, ...]], ...] = field(default_factory=tuple)
+    #: module-level classes with their literal attributes (for computed module names)
+    classes: tuple[ClassModel, ...] = ()
+    #: names a computed module name reads, bound once at module level without a condition: their
+    #: expressions as source text (``phys_version = astropy.physical_constants.get()``)
+    values: tuple[tuple[str, str], ...] = ()
+
+    def class_model(self, name: str) -> ClassModel | None:
+        for c in self.classes:
+            if c.name == name:
+                return c
+        return None
 
     def function(self, name: str) -> FunctionBody | None:
         for f in self.functions:
@@ -163,7 +200,7 @@ class ImportTimeExtractor(Extractor):
 
     name = "import_time"
     decoded_lazily = True
-    version = 7  # 7: try blocks, failed-import guards, __getattr__ delegates, call keywords
+    version = 9  # 9: computed names read in loops over literals; 8: globals().update(<module>.__dict__), computed module names with classes and values; 7: try blocks, failed-import guards, __getattr__ delegates, call keywords
 
     def applies(self, member: Member) -> bool:
         return member.kind in (MemberKind.PYTHON, MemberKind.BUILD) and member.path.endswith(".py")
@@ -282,11 +319,93 @@ def _calls_in_one(n: ast.Call, conds: tuple[Condition, ...]) -> Iterator[Effect]
                 package = kw.value.id
         # `__import__(place)` with `place` a parameter: the caller's literal (numpy's add_newdoc)
         variable = arg.id if isinstance(arg, ast.Name) else ""
-        yield Effect("dynamic-import", n.lineno, conds, module=literal, name=package, bound=variable, callee=name)
+        given = n.args[1] if len(n.args) > 1 else next((k.value for k in n.keywords if k.arg == "package"), None)
+        expr = ast.unparse(arg) if not literal else ""
+        yield Effect("dynamic-import", n.lineno, conds, module=literal, name=package, bound=variable, callee=name,
+                     expr=expr if len(expr) <= 200 else "",
+                     package=given.value if isinstance(given, ast.Constant) and isinstance(given.value, str) else "")
     elif name:
         kwargs = tuple((k.arg, k.value.value) for k in n.keywords
                        if k.arg and isinstance(k.value, ast.Constant) and isinstance(k.value.value, str))
         yield Effect("call", n.lineno, conds, callee=name, args=_literal_strings(n.args), kwargs=kwargs)
+
+
+def _globals_update(node: ast.AST) -> str | None:
+    """The source of ``globals().update(X.__dict__)`` / ``globals().update(vars(X))``: ``X`` as text; else None."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update"
+            and len(node.args) == 1):
+        return None
+    owner = node.func.value
+    if not (isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "globals"):
+        return None
+    arg = node.args[0]
+    if isinstance(arg, ast.Attribute) and arg.attr == "__dict__":
+        return ast.unparse(arg.value)
+    if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name) and arg.func.id == "vars" and len(arg.args) == 1:
+        return ast.unparse(arg.args[0])
+    return None
+
+
+def _over_literals(effects: list[Effect], loops: list[ast.For | ast.AsyncFor], scope: ast.AST | None = None) -> list[Effect]:
+    """Computed dynamic imports that read the variable of a ``for`` over literal strings get the
+    values it takes; a variable also bound elsewhere in ``scope`` (or in the loop's body) gets none."""
+    if not any(e.kind == "dynamic-import" and e.expr and not e.loop_var for e in effects):
+        return effects
+    values: dict[str, tuple[str, ...]] = {}
+    for loop in loops:
+        keys = _table_keys(loop.iter) if isinstance(loop.target, ast.Name) else None
+        if keys is not None and loop.target.id not in values:  # type: ignore[union-attr]
+            values[loop.target.id] = keys  # type: ignore[union-attr]
+    if not values:
+        return effects
+    stores: dict[str, int] = {}
+    for n in ast.walk(scope) if scope is not None else (n for loop in loops for st in loop.body for n in ast.walk(st)):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id in values:
+            stores[n.id] = stores.get(n.id, 0) + 1
+    out = []
+    for e in effects:
+        if e.kind == "dynamic-import" and e.expr and not e.loop_var:
+            read = [n.id for n in ast.walk(ast.parse(e.expr, mode="eval")) if isinstance(n, ast.Name) and n.id in values]
+            # a scope's own loop binds its variable once; in a module-level body, not at all
+            if len(set(read)) == 1 and stores.get(read[0], 0) == (1 if scope is not None else 0):
+                e = dataclasses.replace(e, loop_var=read[0], loop_values=values[read[0]])
+        out.append(e)
+    return out
+
+
+def _class_model(node: ast.ClassDef) -> ClassModel:
+    strings: list[tuple[str, str]] = []
+    tables: list[tuple[str, tuple[tuple[str, str], ...]]] = []
+    for item in node.body:
+        if not (isinstance(item, ast.Assign) and len(item.targets) == 1 and isinstance(item.targets[0], ast.Name)):
+            continue
+        name, value = item.targets[0].id, item.value
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            strings.append((name, value.value))
+            continue
+        pairs: list[tuple[object, ast.expr]] = []
+        if isinstance(value, ast.Dict):
+            pairs = [(k.value if isinstance(k, ast.Constant) else None, v) for k, v in zip(value.keys, value.values)]
+        elif isinstance(value, ast.Call) and dotted(value.func) == "dict" and not value.args:
+            pairs = [(k.arg, k.value) for k in value.keywords]
+        else:
+            continue
+        if pairs and all(isinstance(k, str) and isinstance(v, ast.Constant) and isinstance(v.value, str) for k, v in pairs):
+            tables.append((name, tuple((k, v.value) for k, v in pairs)))  # type: ignore[union-attr]
+    return ClassModel(node.name, tuple(dotted(b) for b in node.bases if dotted(b)), tuple(strings), tuple(tables))
+
+
+def _returns(body: list[ast.stmt]) -> str:
+    """The final ``return``'s expression when what comes before only raises (``if x not in t: raise``)."""
+    if not body or not isinstance(body[-1], ast.Return) or body[-1].value is None:
+        return ""
+    for st in body[:-1]:
+        docstring = isinstance(st, ast.Expr) and isinstance(st.value, ast.Constant)
+        guard = isinstance(st, ast.If) and not st.orelse and _ends_in_raise(st.body) and len(st.body) == 1
+        if not (docstring or guard):
+            return ""
+    text = ast.unparse(body[-1].value)
+    return text if len(text) <= 200 else ""
 
 
 def _ends_in_raise_attribute_error(body: list[ast.stmt]) -> bool:
@@ -326,6 +445,8 @@ class _Reader:
         self.swap_value: ast.AST | None = None
         self.swap_names: set[str] = set()
         self.dict_copies: set[str] = set()  # names whose __dict__ is updated from another module's
+        self.class_models: list[ClassModel] = []
+        self.value_nodes: dict[str, ast.expr] = {}  # unconditional module-level `name = <expr>`
 
     def run(self, tree: ast.Module) -> ImportTimeFacts:
         self.block(tree.body, ())
@@ -340,8 +461,15 @@ class _Reader:
                     if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == "__getattr__":
                         swap_getattr = self.getattr_model(item, method=True)
         consts = tuple((k, v) for k, v in self.constants.items() if self.assigned.get(k) == 1)
+        # the names computed module names read (only those: source text of every binding would be bulk)
+        read: set[str] = set()
+        for e in self.effects + [e for f in self.functions for e in f.effects]:
+            if e.kind == "dynamic-import" and e.expr:
+                read.update(n.id for n in ast.walk(ast.parse(e.expr, mode="eval")) if isinstance(n, ast.Name))
+        values = tuple((n, ast.unparse(self.value_nodes[n])) for n in sorted(read)
+                       if n in self.value_nodes and self.assigned.get(n) == 1)
         return ImportTimeFacts(tuple(self.effects), tuple(self.functions), consts, getattr_model, swap, swap_getattr,
-                               tuple(sorted(self.tables.items())))
+                               tuple(sorted(self.tables.items())), tuple(self.class_models), values)
 
     # -- module level ------------------------------------------------------------------
     def block(self, body: list[ast.stmt], conds: tuple[Condition, ...]) -> None:
@@ -378,6 +506,8 @@ class _Reader:
             for d in node.decorator_list + node.bases:
                 self.effects.extend(_calls_in(d, conds))
             self.classes[node.name] = node
+            if not conds:
+                self.class_models.append(_class_model(node))
             self.class_body(node, node.name, conds)
             self.bind(node.name, line, conds)
         elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
@@ -392,6 +522,8 @@ class _Reader:
                     self.bind(t.id, line, conds, called)
                     if isinstance(value, ast.Constant) and not conds and not isinstance(node, ast.AugAssign):
                         self.constants[t.id] = value.value
+                    if value is not None and not conds and isinstance(node, ast.Assign):
+                        self.value_nodes[t.id] = value
                     keys = _table_keys(value) if value is not None else None
                     if keys is not None:
                         self.tables[t.id] = keys
@@ -406,6 +538,9 @@ class _Reader:
         elif isinstance(node, ast.Expr):
             self.effects.extend(_calls_in(node.value, conds))
             call = node.value
+            source = _globals_update(call)
+            if source is not None:
+                self.effects.append(Effect("globals-update", line, conds, value=source))
             # new.__dict__.update(old.__dict__): the replacement keeps what the module bound
             if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "update":
                 owner = call.func.value
@@ -442,7 +577,10 @@ class _Reader:
                 for n in ast.walk(node.target):
                     if isinstance(n, ast.Name):
                         self.bind(n.id, line, conds + (loop,))
+            start = len(self.effects)
             self.block(node.body, conds + (loop,))
+            if not isinstance(node, ast.While):
+                self.effects[start:] = _over_literals(self.effects[start:], [node])
             self.block(node.orelse, conds + (loop,))
         elif isinstance(node, (ast.With, ast.AsyncWith)):
             suppresses = False
@@ -510,10 +648,16 @@ class _Reader:
                 effects.extend(_import_effects(sub, ()))
             elif isinstance(sub, ast.Call):
                 effects.extend(_calls_in(sub, (), shallow=True))
+                source = _globals_update(sub)
+                if source is not None:
+                    # `globals()` in a function is its own module's namespace (cuda.core's
+                    # `_import_versioned_module()`)
+                    effects.append(Effect("globals-update", sub.lineno, value=source))
             elif isinstance(sub, ast.Assign) and any(
                     isinstance(t, ast.Subscript) and dotted(t.value) == "sys.modules" for t in sub.targets):
                 # cryptography's utils.deprecated(): the caller's module is replaced by a wrapper
                 effects.append(Effect("swap", sub.lineno))
+        effects = _over_literals(effects, [n for n in ast.walk(node) if isinstance(n, (ast.For, ast.AsyncFor))], node)
         nested = {s.name: s for s in node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
         returned = ""
         last = node.body[-1] if node.body else None
@@ -521,7 +665,10 @@ class _Reader:
             returned = last.value.id
         raises = _ends_in_raise_attribute_error(nested[returned].body if returned else node.body)
         params = tuple(a.arg for a in node.args.posonlyargs + node.args.args)
-        return FunctionBody(name, node.lineno, tuple(effects), raises, returned, params)
+        classmethod = any(dotted(d) == "classmethod" for d in node.decorator_list)
+        # what a call returns is needed only for class methods a computed module name calls
+        returns = _returns(node.body) if classmethod else ""
+        return FunctionBody(name, node.lineno, tuple(effects), raises, returned, params, returns, classmethod)
 
     def getattr_model(self, node: ast.FunctionDef | ast.AsyncFunctionDef, *, method: bool) -> GetattrModel:
         args = node.args.posonlyargs + node.args.args

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from cuaudit.facts import Extractor, MemberReader
-from cuaudit.facts.format_check import format_of
-from cuaudit.formats.python import source_lines
 from cuaudit.model import Member, MemberKind
 
 #: ``ignore`` must end there (``ignore[...]``, a space, the line's end): a
@@ -36,6 +34,9 @@ class Suppressions:
 
 
 def parse_suppressions(text: str) -> Suppressions:
+    # imported here, as in extract: a snapshot's hit unpickles Suppressions and parses nothing
+    from cuaudit.formats.python import source_lines
+
     return suppressions_in(source_lines(text))
 
 
@@ -63,6 +64,8 @@ class SuppressionExtractor(Extractor):
         return member.kind in self._TEXT
 
     def extract(self, reader: MemberReader) -> Suppressions:
+        from cuaudit.facts.format_check import format_of
+
         if format_of(reader.member) == "python":
             return suppressions_in(reader.python().lines)
         return parse_suppressions(reader.text())  # CMake, Cython, CUDA: text without a parse of ours

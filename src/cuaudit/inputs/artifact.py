@@ -109,6 +109,10 @@ class Artifact:
     evidence: bool = False
     #: the machine's own files (the standard library), not an input: cached even under ``--no-cache``
     machine: bool = False
+    #: its listing (members, their keys, problems, skips) follows from the bytes of the one file at
+    #: ``ref.path`` (and cuaudit's code and configuration): a snapshot may stand for it by that file's
+    #: identity, without listing it (torch 2.8.0's zip directory: 0.18 s of a cached check)
+    single_file: bool = False
 
     def __init__(self, ref: ArtifactRef) -> None:
         self.ref = ref

@@ -127,6 +127,10 @@ def stdlib_folder(environment=None) -> StdlibFolder | None:
 
 # -- this machine's libraries -----------------------------------------------------------------
 
+#: the dynamic loaders, by machine, whose built-in search folders the loader model reads from the
+#: file itself (``analysis.libraries.default_dirs``)
+LOADERS = ("/lib64/ld-linux-x86-64.so.2", "/lib/ld-linux-aarch64.so.1", "/lib64/ld64.so.2", "/lib/ld-linux-x86-64.so.2")
+
 
 class SystemFiles(OnDemandFolder):
     """This machine's files as the dynamic loader sees them: member paths are absolute.

@@ -11,6 +11,8 @@ from cuaudit.model import ArtifactKind, ArtifactRef, Member, MemberKind
 
 
 class FileArtifact(Artifact):
+    single_file = True
+
     def __init__(self, path: str) -> None:
         super().__init__(ArtifactRef(ArtifactKind.FILE, os.path.abspath(path)))
         self._name = os.path.basename(path)

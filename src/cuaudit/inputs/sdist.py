@@ -115,6 +115,8 @@ class ZipSdist(ZipArtifact):
 
 
 class TarSdist(Artifact):
+    single_file = True
+
     def __init__(self, path: str) -> None:
         super().__init__(_sdist_ref(path))
         self._h_data: dict[str, bytes] | None = None

@@ -89,6 +89,7 @@ class ZipArtifact(Artifact):
 
     #: the single top-level folder stripped from member names (sdists)
     strip_prefix = ""
+    single_file = True
 
     def __init__(self, ref: ArtifactRef) -> None:
         super().__init__(ref)

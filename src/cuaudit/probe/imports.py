@@ -52,7 +52,9 @@ try:
 except BaseException as e:
     say("PARENT", type(e).__name__, e)
     raise SystemExit(0)
-d = mod.__dict__ if mod is sys.modules.get(parent) else {"__getattr__": None}
+# a module subclass (cryptography's _ModuleWithDeprecations, Pygments' _automodule) answers
+# through its class's __getattr__, which its __dict__ does not show: ask it like any object
+d = mod.__dict__ if mod is sys.modules.get(parent) and type(mod) is type(sys) else {"__getattr__": None}
 try:
     import posix
     fork = posix.fork

@@ -62,6 +62,6 @@ def render(report: "Report", *, color: bool = False) -> str:
 
 
 def _rule_name(code: str) -> str:
-    from cuaudit.rules import get
+    from cuaudit.rules import info
 
-    return get(code).name
+    return info(code).name

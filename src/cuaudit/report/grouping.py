@@ -179,7 +179,7 @@ class CodeCount:
 
 def statistics(findings: Iterable[Finding]) -> list[CodeCount]:
     """Counts per rule code, most frequent first (ruff's ``--statistics``)."""
-    from cuaudit.rules import get
+    from cuaudit.rules import info
 
     per: dict[str, list[Finding]] = {}
     for f in findings:
@@ -187,7 +187,7 @@ def statistics(findings: Iterable[Finding]) -> list[CodeCount]:
     rows = []
     for code, items in per.items():
         try:
-            name = get(code).name
+            name = info(code).name
         except KeyError:
             name = ""
         sev = Counter(str(f.severity) for f in items)

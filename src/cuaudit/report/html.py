@@ -86,14 +86,14 @@ class _Views:
 
     def finding(self, f: Finding) -> dict[str, Any]:
         from cuaudit.report.json_report import _jsonable
-        from cuaudit.rules import get
+        from cuaudit.rules import info
 
         loc = f.location
         pos = ""
         if loc.line is not None:
             pos = f"{loc.line}:{loc.column}" if loc.column is not None else str(loc.line)
         try:
-            rule_name = get(f.code).name
+            rule_name = info(f.code).name
         except KeyError:
             rule_name = ""
         fix = None

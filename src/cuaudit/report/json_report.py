@@ -35,11 +35,11 @@ def location_dict(loc: Location) -> dict[str, Any]:
 
 
 def finding_dict(f: Finding) -> dict[str, Any]:
-    from cuaudit.rules import get
+    from cuaudit.rules import info
 
     return {
         "code": f.code,
-        "rule": get(f.code).name,
+        "rule": info(f.code).name,
         "severity": str(f.severity),
         "message": printable(f.message),
         "location": location_dict(f.location),
