@@ -340,3 +340,45 @@ def test_cu_sources_in_a_wheel_alone_are_weak_evidence(tmp_path):
     tagged = make_wheel(tmp_path, "demo", "1.0+cu121", {"demo/_host.cpython-311-x86_64-linux-gnu.so": so.read_bytes()}, tag="cp311-cp311-linux_x86_64")
     strong = audit([str(tagged)], config=Config(select=("CU510",), cache=False))
     assert [(f.code, str(f.severity)) for f in strong.findings] == [("CU510", "error")]
+
+
+def _stream_opener(data: bytes, opens: list[int]):
+    import io
+
+    def opener():
+        opens.append(1)
+        return io.BytesIO(data)
+
+    return opener
+
+
+def test_stream_lists_device_code_whatever_read_the_sections_first():
+    """A pass that read the section headers from far ahead (the elf facts, when the stream is near
+    them) left the scan after its rewind nothing to see: torch 2.8.0's libtorch_cuda_linalg.so
+    listed no device code (856 entries) and had no CU603."""
+    from cuaudit.facts.fatbin import device_code_of
+    from cuaudit.formats.elf import image_of_stream
+
+    data = elf_with({".nv_fatbin": container(entry(2, 80), entry(1, 80)), ".pad": b"\1" * 4096})
+    image = image_of_stream(_stream_opener(data, []), len(data), "libx.so", retain=64)
+    image.sections()  # far past what was kept
+    assert [e.arch for e in device_code_of(image).entries] == ["sm_80", "compute_80"]
+
+
+def test_one_inflation_serves_every_elf_pass(tmp_path):
+    """The fat-binary scan watches the stream from the engine's prepare step, before the passes
+    that read ahead: the member is inflated once (it was twice for torch's large libraries)."""
+    from cuaudit.engine import _extract_group
+    from cuaudit.inputs.wheel import WheelArtifact
+    from conftest import make_wheel
+
+    lib = elf_with({".nv_fatbin": container(entry(2, 80)), ".pad": b"\1" * 4096})
+    wheel = make_wheel(tmp_path, "dev", "1.0", {"dev/libdev.so": lib})
+    art = WheelArtifact(str(wheel))
+    member = next(m for m in art.members if m.path == "dev/libdev.so")
+    opens: list[str] = []
+    real_open = art.open_member
+    art.open_member = lambda path: opens.append(path) or real_open(path)  # type: ignore[method-assign]
+    out = {name: value for _p, name, ok, value in _extract_group(art, [(member, ("format", "elf", "fatbin"))]) if ok}
+    assert [e.arch for e in out["fatbin"].entries] == ["sm_80"]
+    assert opens == ["dev/libdev.so"]

@@ -232,3 +232,18 @@ def test_other_machines_are_read_by_the_image(lib):
     image = image_of_bytes(bytes(data))
     image.check()
     assert image.machine_name == "AArch64" and not image.is_x86_64 and "wave" in image.linking().exports
+
+
+def test_stream_keeps_the_section_headers_it_passes():
+    """patchelf moves the dynamic tables past the section headers (torch 2.8.0's libraries): the
+    linking view reads beyond them, and the sections are then read without inflating again."""
+    import io
+
+    from devicecode_bytes import elf_with
+
+    data = elf_with({".rodata": b"x" * 64}) + b"\2" * (6 << 20)  # more than the stream's tail behind
+    opens = []
+    image = image_of_stream(lambda: opens.append(1) or io.BytesIO(data), len(data), "libx.so", retain=64)
+    assert image.read(len(data) - 8, 8) == b"\2" * 8
+    assert image.sections() == image_of_bytes(data).sections()
+    assert image.passes == 1 and len(opens) == 1

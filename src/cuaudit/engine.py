@@ -103,8 +103,13 @@ def _extract_group(artifact: Artifact, tasks: list[tuple[Member, tuple[str, ...]
     instances: dict[str, facts_registry.Extractor] = {}
     for member, names in tasks:
         reader = MemberReader(artifact, member, _shared_bytes(artifact, member, names))
-        for name in names:
-            ex = instances.get(name) or instances.setdefault(name, facts_registry.get(name)())
+        extractors = [instances.get(n) or instances.setdefault(n, facts_registry.get(n)()) for n in names]
+        for ex in extractors:
+            try:
+                ex.prepare(reader)
+            except Exception:  # noqa: BLE001 - extract() meets (and reports) the same problem
+                pass
+        for name, ex in zip(names, extractors):
             try:
                 out.append((member.path, name, True, ex.extract(reader)))
             except Exception as exc:  # noqa: BLE001 - one bad file never stops the scan

@@ -603,9 +603,7 @@ class ModuleUniverse:
         body = prog.function(callee)
         where = module
         if body is None:
-            from cuaudit.analysis.import_time import _bound_value
-
-            factory = _bound_value(prog, callee)
+            factory = self.model._bound_value(module, callee)
             if not factory or "." in factory:
                 return ""
             imported = self.model._imported_object(module, factory)

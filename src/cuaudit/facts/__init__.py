@@ -42,6 +42,8 @@ class MemberReader:
         self.member = member
         #: the member's bytes, already inflated once for several extractors (archive members)
         self._data = data
+        #: what extractors attached in :meth:`Extractor.prepare`, by extractor name
+        self.prepared: dict[str, Any] = {}
 
     @property
     def path(self) -> str:
@@ -199,6 +201,11 @@ class Extractor:
         archive member once for several such extractors.  ELF passes that read a prefix, or go
         once front to back through the member's shared image, say False."""
         return True
+
+    def prepare(self, reader: MemberReader) -> None:
+        """Called for every extractor of a member before any of them extracts: a pass that
+        watches a streamed member go by attaches here, so that it sees the bytes the passes
+        before it read (one inflation for all).  Problems are left to :meth:`extract`."""
 
     def extract(self, reader: MemberReader) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError

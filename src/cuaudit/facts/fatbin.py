@@ -290,14 +290,15 @@ def _skip(fh: IO[bytes], n: int) -> None:
 # -- over the member's ELF image -------------------------------------------------------
 
 
-def device_code_of(image: ElfImage) -> DeviceCode:
-    """Device code of one ELF image: its fat-binary sections, read in place or as the stream passes."""
+def device_code_of(image: ElfImage, scan: "_ContainerScan | None" = None) -> DeviceCode:
+    """Device code of one ELF image: its fat-binary sections, read in place or as the stream passes
+    (``scan``: the scan :func:`watch` attached to the stream before other passes read it)."""
     if not image.shoff:
         return DeviceCode((), (), 0, 0, ("no section headers (stripped of them): device code not listed",))
     buf = image.buffer
     if buf is not None:
         return _from_sections(image.sections(), image.size, lambda s: (buf, s.offset))
-    return _from_stream(image)
+    return _from_stream(image, scan or watch(image))
 
 
 def _from_sections(secs: Sequence[Section], size: int, view) -> DeviceCode:
@@ -398,17 +399,21 @@ class _ContainerScan:
             self.cur, self.q = (at, at + 16 + body, []), at + 16
 
 
-def _from_stream(image: ElfImage) -> DeviceCode:
+def watch(image: ElfImage) -> "_ContainerScan":
+    """A container scan that sees every byte of a streamed image from the first (see :class:`_ContainerScan`)."""
+    scan = _ContainerScan(min(image.shoff, image.size))
+    image.source.watch(scan.feed)
+    return scan
+
+
+def _from_stream(image: ElfImage, scan: "_ContainerScan") -> DeviceCode:
     """One forward pass: containers are recognised on the way to the section headers at the end."""
     src = image.source
-    scan = _ContainerScan(min(image.shoff, image.size))
-    if src.pos > len(src.kept):
-        src.rewind()  # bytes went by unseen (a table read far ahead): read from the start
-    elif src.pos:
-        scan.feed(0, bytes(src.kept[: src.pos]))
-    src.observers.append(scan.feed)
     try:
         secs = image.sections()
+        # sections read earlier (the elf pass, from the stream's tail) come from the image's cache
+        # without moving the stream: read on to them, or the containers after a rewind go unseen
+        src.skip_to(scan.limit)
     finally:
         src.observers.remove(scan.feed)
     entries: list[FatbinEntry] = []
@@ -510,7 +515,7 @@ class FatbinExtractor(Extractor):
     """Every fat-binary entry of every ELF member (and raw ``.fatbin`` files)."""
 
     name = "fatbin"
-    version = 2  # read through the member's ELF image: 32-bit and big-endian files are listed too
+    version = 3  # 2: read through the member's ELF image (32-bit, big-endian); 3: a streamed member's entries whatever pass read its sections first
 
     @classmethod
     def reads_whole(cls, member: Member) -> bool:
@@ -519,14 +524,25 @@ class FatbinExtractor(Extractor):
     def applies(self, member: Member) -> bool:
         return member.kind is MemberKind.ELF or member.path.endswith((".fatbin", ".o", ".cubin"))
 
+    def prepare(self, reader: MemberReader) -> None:
+        # The passes before this one read a streamed member as far as their tables: to the end
+        # of torch 2.8.0's libraries, whose dynamic tables patchelf moved there.  Watching from
+        # the first byte makes that one inflation serve the device code too (it was two).
+        if reader.member.kind is not MemberKind.ELF:
+            return
+        image = reader.elf()
+        if image.buffer is None and image.shoff:
+            reader.prepared[self.name] = watch(image)
+
     def extract(self, reader: MemberReader) -> DeviceCode | None:
-        if reader.head(4) == _MAGIC_BYTES:
+        scan = reader.prepared.pop(self.name, None)
+        if scan is None and reader.head(4) == _MAGIC_BYTES:
             with reader.open() as fh:
                 return _raw_fatbin_stream(fh, reader.member.size)
         image = reader.elf()
         if image.buffer is not None and reader.fs_path is not None:
             random_access(image.buffer)
-        return device_code_of(image)
+        return device_code_of(image, scan)
 
 
 def iter_entries(codes: Iterable[tuple[str, DeviceCode]]) -> Iterator[tuple[str, FatbinEntry]]:

@@ -45,6 +45,9 @@ from cuaudit.model import InputError
 #: normally lie there (libtorch_cpu.so: .dynsym, .gnu.version and .gnu.version_r end before
 #: 7.2 MB; libcublasLt.so.12: 0.3 MB).  A table beyond costs a second inflation, never a wrong answer.
 RETAIN_LIMIT = 16 * 1024**2
+#: Bytes before the section headers of a streamed member kept as the stream passes them, with the
+#: headers: the section-name table lies just there (300-420 bytes in torch 2.8.0's libraries).
+SECTION_NAMES_BEFORE = 64 * 1024
 #: Streamed members up to this size get their section table read by the linking view.
 SMALL_MEMBER = 1024**2
 #: ... and larger ones when the stream is already this close to it.
@@ -127,10 +130,13 @@ class _StreamSource(_Source):
 
     The first bytes are kept (up to ``retain``) so that the tables that lie
     before the dynamic section are not inflated twice, and so are the last
-    :attr:`TAIL` bytes read (short reads that overlap, the section names before the section headers).  Reads ahead skip
+    :attr:`TAIL` bytes read (short reads that overlap) and one range
+    pinned ahead (:meth:`pin`: the section headers: patchelf moves the dynamic
+    tables past them, to the end of the file, so the linking view reads
+    beyond them before any pass asks for sections).  Reads ahead skip
     forward; a read behind what was kept reopens the stream (``passes``).
-    ``observers`` see every byte the stream passes, in order (the fat-binary
-    scan of a member read once, front to back).
+    Observers (:meth:`watch`) see every byte the stream passes, in order
+    (the fat-binary scan of a member read once, front to back).
     """
 
     CHUNK = 1 << 20
@@ -150,6 +156,9 @@ class _StreamSource(_Source):
         self.pos = 0
         self.passes = 1
         self.observers: list[Callable[[int, bytes], None]] = []
+        #: the pinned range's start and end, and its bytes read so far (from its start)
+        self.pin_start = self.pin_end = 0
+        self.pinned = bytearray()
 
     def _take(self, n: int) -> bytes:
         chunk = self.fh.read(n)
@@ -157,6 +166,9 @@ class _StreamSource(_Source):
             raise _Truncated(self.pos, n)
         if self.pos < self.retain and self.pos == len(self.kept):
             self.kept += chunk[: self.retain - self.pos]
+        lo = self.pin_start + len(self.pinned)
+        if self.pos <= lo < min(self.pin_end, self.pos + len(chunk)):
+            self.pinned += chunk[lo - self.pos : self.pin_end - self.pos]
         for observe in self.observers:
             observe(self.pos, chunk)
         self.recent.append((self.pos, chunk))
@@ -165,6 +177,31 @@ class _StreamSource(_Source):
             self.recent_bytes -= len(self.recent.popleft()[1])
         self.pos += len(chunk)
         return chunk
+
+    def pin(self, start: int, end: int) -> None:
+        """Keep the bytes of ``[start, end)`` (not yet read) when the stream passes them."""
+        start, end = max(start, self.pos, 0), min(end, self.size)
+        if start < end:
+            self.pin_start, self.pin_end, self.pinned = start, end, bytearray()
+
+    def watch(self, observer: Callable[[int, bytes], None]) -> None:
+        """Let ``observer`` see every byte from the first: those kept at once, the rest as the stream
+        passes them (it starts again when bytes already went by unseen)."""
+        if self.pos > len(self.kept):
+            self.rewind()
+        elif self.pos:
+            observer(0, bytes(self.kept[: self.pos]))
+        self.observers.append(observer)
+
+    def _held(self, offset: int, end: int) -> bytes | None:
+        """Bytes of ``[offset, end)``, all behind the stream's position, when something kept them."""
+        if end <= len(self.kept):
+            with memoryview(self.kept) as view:
+                return bytes(view[offset:end])
+        if self.pin_start <= offset and end <= self.pin_start + len(self.pinned):
+            with memoryview(self.pinned) as view:
+                return bytes(view[offset - self.pin_start : end - self.pin_start])
+        return self._from_recent(offset, end)
 
     def _from_recent(self, offset: int, end: int) -> bytes | None:
         if not self.recent or offset < self.recent[0][0] or end > self.pos:
@@ -196,18 +233,13 @@ class _StreamSource(_Source):
         if end <= len(self.kept):
             with memoryview(self.kept) as view:
                 return bytes(view[offset:end])
+        head = b""
         if offset < self.pos:
-            got = self._from_recent(offset, min(end, self.pos))
-            if got is None and not (offset < len(self.kept) == self.pos):
+            got = self._held(offset, min(end, self.pos))
+            if got is None:
                 self.rewind()  # behind us and not kept: inflate again from the start
-                head = b""
-            elif got is None:
-                with memoryview(self.kept) as view:
-                    head = bytes(view[offset : self.pos])
             else:
                 head = got
-        else:
-            head = b""
         while self.pos < offset:
             self._take(min(self.CHUNK, offset - self.pos))
         parts = [head]
@@ -911,10 +943,13 @@ def image_of_stream(opener: Callable[[], IO[bytes]], size: int, path: str = "", 
     """The image of a forward-only stream (``opener`` opens it again when a read goes back)."""
     src = _StreamSource(opener, size, retain)
     try:
-        return ElfImage(src, path)
+        image = ElfImage(src, path)
     except BaseException:
         src.close()
         raise
+    if image.shoff:
+        src.pin(image.shoff - SECTION_NAMES_BEFORE, image.shoff + max(image.shnum, 1) * image.shentsize)
+    return image
 
 
 def map_file(path: str) -> Any:
