@@ -564,7 +564,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "code":
         from accuracy_code import main as code_main
 
-        return code_main()
+        return code_main(venv_python())
     scores = run_sets(args.set or list(SETS), limit=args.limit, timeout=args.timeout)
     if args.write_results:
         write_results(scores, args.note)

@@ -91,11 +91,8 @@ def peers(python: str, root: Path) -> dict[str, dict[str, bool] | None]:
     }
 
 
-def main() -> int:
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from accuracy import venv_python
-
-    python = venv_python()
+def main(python: str) -> int:
+    """Score the scripts with ``python`` (the interpreter of the pinned environment) as the runtime."""
     with tempfile.TemporaryDirectory(prefix="cuaudit-code-") as tmp:
         root = Path(tmp)
         for name, text in SCRIPTS.items():
@@ -119,4 +116,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `benchmarks/accuracy.py code` passes its pinned venv; run alone, this interpreter is the runtime
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else sys.executable))
