@@ -291,6 +291,9 @@ class InternalError(InputRule):
     """## What it does
     Reports that cuaudit itself failed while analysing one file or running one
     rule.  The rest of the audit went on; this file or rule has no results.
+    It is reported even when the selection leaves CU011 out (`--select CU101`
+    with a crashed CU101 must not read "No findings"); only an ignore that
+    names it (`--ignore CU011`) hides it.
 
     ## Why is this bad?
     It is a bug in cuaudit: the report may miss findings for that file.
