@@ -29,6 +29,15 @@ def message(report, key):
     return f.message + " " + str(f.evidence.get("why", ""))
 
 
+def imported_for_real(root, probe: str, *flags: str) -> list[str]:
+    """What ``probe`` prints, run by a fresh ``python -I`` with ``root`` first on sys.path: the runtime's answer."""
+    import subprocess
+    import sys
+
+    code = f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"
+    return subprocess.run([sys.executable, "-I", *flags, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+
+
 def src(text: str) -> str:
     return textwrap.dedent(text).lstrip("\n")
 
@@ -231,8 +240,6 @@ def test_code_reaching_through_a_shadowed_name(tree_factory):
 
 
 def test_a_computed_import_at_import_time_makes_its_package_unknown(tree_factory):
-    import subprocess
-    import sys
 
     root = tree_factory({
         "cp/__init__.py": "from . import helper\n",
@@ -248,8 +255,7 @@ def test_a_computed_import_at_import_time_makes_its_package_unknown(tree_factory
     # cq.sub is no module of cq.helper's package level
     assert keys(run([root]), "CU101") == ["cp.other", "cp.sub", "cp.sub.deep", "cq.sub.deep"]
     probe = "import cp\nprint(hasattr(cp, 'late'), hasattr(cp, 'other'), hasattr(cp, 'sub'))\n"
-    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
-                         capture_output=True, text=True, check=True).stdout.split()
+    out = imported_for_real(root, probe)
     assert out == ["True", "False", "False"]
 
 
@@ -336,8 +342,6 @@ def test_missing_dependencies_of_a_lone_wheel_are_no_evidence(wheel_factory):
 def test_getattr_forwarding_to_a_dotted_module(tree_factory):
     """gpytorch.utils: `if hasattr(linear_operator.utils, name): return getattr(linear_operator.utils, name)`
     serves what that module has (its submodule `cholesky` too) and raises for the rest."""
-    import subprocess
-    import sys
 
     root = tree_factory({
         "gp/__init__.py": "from . import utils\n",
@@ -360,16 +364,13 @@ def test_getattr_forwarding_to_a_dotted_module(tree_factory):
     assert keys(report, "CU102") == ["gp.utils.other"]
     assert "forwards to lo.utils" in message(report, "gp.utils.other")
     probe = "import gp\nprint(hasattr(gp.utils, 'cholesky'), hasattr(gp.utils, 'other'))\n"
-    out = subprocess.run([sys.executable, "-I", "-W", "ignore", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
-                         capture_output=True, text=True, check=True).stdout.split()
+    out = imported_for_real(root, probe, "-W", "ignore")
     assert out == ["True", "False"]
 
 
 def test_a_module_named_by_a_literal_in_a_loaded_call_is_no_claim(tree_factory):
     """astropy: `parsing.lex(lextab="generic_lextab")` makes ply import `generic_lextab` by a name it
     builds with `exec`; the model cannot follow that, so it abstains on that module only."""
-    import subprocess
-    import sys
 
     root = tree_factory({
         "ap/__init__.py": "from . import fmt\n",
@@ -388,16 +389,13 @@ def test_a_module_named_by_a_literal_in_a_loaded_call_is_no_claim(tree_factory):
     report = run([root])
     assert keys(report, "CU102") == ["ap.fmt.unused"]
     probe = "import ap\nprint(hasattr(ap.fmt, 'generic_lextab'), hasattr(ap.fmt, 'unused'))\n"
-    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
-                         capture_output=True, text=True, check=True).stdout.split()
+    out = imported_for_real(root, probe)
     assert out == ["True", "False"]
 
 
 def test_a_star_import_rebinds_a_name_to_another_module(tree_factory):
     """nltk: `from nltk.translate import *` (no __all__) binds `metrics` to the submodule
     nltk.translate.metrics that its imports set, so `nltk.metrics.scores` is looked up there."""
-    import subprocess
-    import sys
 
     root = tree_factory({
         # the package's own `from nl import metrics` afterwards keeps the attribute it has
@@ -428,8 +426,7 @@ def test_a_star_import_rebinds_a_name_to_another_module(tree_factory):
     assert "nl/__init__.py:2 " in message(report, "nl.metrics.scores")
     assert "nx.conn.cuts" not in keys(report, "CU101")
     probe = "import nl, nx\nprint(nl.metrics.__name__, hasattr(nl.metrics, 'scores'), nx.conn.__name__)\n"
-    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
-                         capture_output=True, text=True, check=True).stdout.split()
+    out = imported_for_real(root, probe)
     assert out == ["nl.translate.metrics", "False", "nx.conn"]
 
 
@@ -437,7 +434,6 @@ def test_globals_updated_from_another_module_makes_the_package_unknown(tree_fact
     """cuda.core 1.2.0: a function called at import runs `globals().update(cu13.__dict__)`, so the
     package takes cu13's `__name__` and `__path__`, and its own `from cc import tools` afterwards
     imports cc.v2.tools. The model abstains on the package and everything below it."""
-    import subprocess
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -473,8 +469,7 @@ def test_globals_updated_from_another_module_makes_the_package_unknown(tree_fact
     assert keys(run([root]), "CU101") == ["ok.late"]
     # the runtime: cc.v2.tools is loaded (a claim would have been false), cc.v1 is not
     probe = "import cc\nprint(cc.__name__, hasattr(cc.v2, 'tools'), hasattr(cc, 'v1'), hasattr(cc.v2, 'more'))\n"
-    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
-                         capture_output=True, text=True, check=True).stdout.split()
+    out = imported_for_real(root, probe)
     assert out == ["cc.v2", "True", "False", "False"]
 
 
@@ -484,7 +479,6 @@ def test_a_computed_module_name_is_evaluated_through_class_attributes_at_their_d
     `cls.validate(cls._value)`, whose override looks the default up in a class table. The model
     evaluates the name, so the other constants versions are traps; a name read from the
     environment stays unknown."""
-    import subprocess
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -539,8 +533,7 @@ def test_a_computed_module_name_is_evaluated_through_class_attributes_at_their_d
     assert ("sc.consts.config:5 imports sc.consts.data2022 (`'.consts.' + version` with the class attributes"
             in verdict["sc.consts.data2018"].detail)
     probe = "import sc.consts\nprint(*(hasattr(sc.consts, n) for n in ('data2022', 'const80_alt', 'data2018', 'const40', 'const80')))\n"
-    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
-                         capture_output=True, text=True, check=True).stdout.split()
+    out = imported_for_real(root, probe)
     assert out == ["True", "True", "False", "False", "False"]
 
 
@@ -549,8 +542,6 @@ def test_computed_names_from_a_loop_over_literals_and_from_the_module_spec(tree_
     in a function called at import imports one of those names, nothing of requests; sklearn's
     vendored array_api_compat: `__import__(__spec__.parent + ".linalg")` is the package's own
     linalg. Neither makes the whole package unknown any more."""
-    import subprocess
-    import sys
 
     root = tree_factory({
         "rq/__init__.py": "from . import compat\n",
@@ -574,8 +565,7 @@ def test_computed_names_from_a_loop_over_literals_and_from_the_module_spec(tree_
     })
     assert keys(run([root]), "CU101") == ["ac.numpy.other", "ac.torch", "rq.help"]
     probe = "import rq, ac\nprint(hasattr(rq, 'help'), hasattr(ac, 'torch'), hasattr(ac.numpy, 'linalg'), hasattr(ac.numpy, 'fft'))\n"
-    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
-                         capture_output=True, text=True, check=True).stdout.split()
+    out = imported_for_real(root, probe)
     assert out == ["False", "False", "True", "True"]
 
 
@@ -595,8 +585,6 @@ def test_bare_names_in_a_compiled_module_are_imports_only_in_cython(tree_factory
     """Cython's `from pkg import sub` keeps "pkg" and "sub" as separate C strings, so the model
     counts a bare name beside its package's name as an import; a hand-written or pybind11 module
     (numba's `_dispatcher` holds "cuda", matplotlib's `ft2font` "style") imports nothing by them."""
-    import subprocess
-    import sys
     import sysconfig
 
     from conftest import compile_so
@@ -615,8 +603,7 @@ def test_bare_names_in_a_compiled_module_are_imports_only_in_cython(tree_factory
                flags=include)
     assert keys(run([root]), "CU101") == ["nb.cuda", "nb.style"]
     probe = "import nb, cy\nprint(hasattr(nb, 'cuda'), hasattr(nb, 'style'), hasattr(cy, 'cuda'))\n"
-    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
-                         capture_output=True, text=True, check=True).stdout.split()
+    out = imported_for_real(root, probe)
     assert out == ["False", "False", "True"]
 
 
@@ -627,8 +614,6 @@ def test_a_star_import_from_an_extension_compiled_from_the_source_beside_it(tree
     imports (`fontTools.cu2qu.errors` works). The extension names that file among its strings;
     one with no source beside it keeps its names unknown (and `test_extension_before_source`: a
     .py the extension does not name is not its source)."""
-    import subprocess
-    import sys
     import sysconfig
 
     from conftest import compile_so
@@ -659,8 +644,7 @@ def test_a_star_import_from_an_extension_compiled_from_the_source_beside_it(tree
     (root / "sp" / "errs.py").write_text("")
     assert keys(run([root]), "CU101") == ["ft.cli"]
     probe = "import ft, sp\nprint(ft.fast, hasattr(ft, 'cli'), hasattr(sp, 'interp'), hasattr(ft, 'errs'))\n"
-    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(root)!r})\n{probe}"],
-                         capture_output=True, text=True, check=True).stdout.split()
+    out = imported_for_real(root, probe)
     assert out == ["1", "False", "False", "True"]
 
 

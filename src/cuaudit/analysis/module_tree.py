@@ -244,8 +244,9 @@ class ModuleUniverse:
         self._named: dict[str, dict[str, str]] = {}  # module -> bare names its calls pass -> where
         self._named_by_parent: dict[tuple[str, frozenset[str]], dict[str, str]] = {}  # the same over a parent's folder
         self._maybe: dict[frozenset[str], tuple[dict[str, str], tuple[str, ...]]] = {}  # closure -> maybe_imported
-        self._failed: dict[frozenset[str], dict[str, str]] = {}  # closure -> module -> why its import fails
-        self._computed: dict[frozenset[str], dict[str, str]] = {}  # closure -> package -> a computed import into it
+        # ("failed", closure) -> module -> why its import fails;
+        # ("computed", closure) -> package -> a computed import into it
+        self._run_reasons: dict[tuple[str, frozenset[str]], dict[str, str]] = {}
         #: the platform imports are evaluated for (the audited environment's, else this one's)
         self.sys_platform = sys.platform
         self.os_name = os.name  # extension module -> how to get its dotted strings
@@ -867,25 +868,25 @@ class ModuleUniverse:
     def _computed_sibling(self, parent: str, imported: frozenset[str]) -> str:
         """``; <module:line> imports <parent.other> (<how the name was computed>)``: the claim rests on
         a computed module name evaluated at its defaults (astropy's constants version)."""
-        computed = self._computed.get(imported)
-        if computed is None:
-            computed = self._computed[imported] = {}
-            for m in sorted(imported):
-                run = self.model.run(m) if m in self._programs else None
-                for target, why in run.computed.items() if run is not None else ():
-                    computed.setdefault(target.rpartition(".")[0], why)
+        computed = self._from_runs("computed", imported, lambda target: target.rpartition(".")[0])
         return f"; {computed[parent]}" if parent in computed else ""
 
     def _failed_import(self, full: str, imported: frozenset[str]) -> str:
         """``; <module:line> tries to import it, which fails: <why>`` when a module that runs does."""
-        failed = self._failed.get(imported)
-        if failed is None:
-            failed = self._failed[imported] = {}
+        failed = self._from_runs("failed", imported, lambda mod: mod)
+        return f"; {failed[full]}" if full in failed else ""
+
+    def _from_runs(self, what: str, imported: frozenset[str], key: Callable[[str], str]) -> dict[str, str]:
+        """The first reason per ``key(name)`` in ``run.<what>`` (name -> why) of the closure's modules
+        that run, in name order; once per (what, closure)."""
+        found = self._run_reasons.get((what, imported))
+        if found is None:
+            found = self._run_reasons[(what, imported)] = {}
             for m in sorted(imported):
                 run = self.model.run(m) if m in self._programs else None
-                for mod, why in run.failed.items() if run is not None else ():
-                    failed.setdefault(mod, why)
-        return f"; {failed[full]}" if full in failed else ""
+                for name, why in getattr(run, what).items() if run is not None else ():
+                    found.setdefault(key(name), why)
+        return found
 
 
 @dataclass(frozen=True)
