@@ -247,3 +247,22 @@ def test_stream_keeps_the_section_headers_it_passes():
     assert image.read(len(data) - 8, 8) == b"\2" * 8
     assert image.sections() == image_of_bytes(data).sections()
     assert image.passes == 1 and len(opens) == 1
+
+
+def test_a_stream_whose_section_entries_lie_about_their_size_pins_nothing():
+    """e_shentsize is 16 bits: 65,535-byte rows would pin up to the whole streamed member.  A
+    table whose rows are not the ELF class's own size is not kept (the sections then cost a
+    second pass, and are CU005 as before)."""
+    import io
+
+    from devicecode_bytes import elf_with
+
+    data = bytearray(elf_with({".rodata": b"x" * 64}) + b"\2" * (6 << 20))
+    struct.pack_into("<H", data, 58, 0xFFFF)  # e_shentsize of an ELF64 header
+    data = bytes(data)
+    image = image_of_stream(lambda: io.BytesIO(data), len(data), "libx.so", retain=64)
+    assert image.read(len(data) - 8, 8) == b"\2" * 8
+    assert image.source.pin_end == 0 and len(image.source.pinned) == 0
+    with pytest.raises(InputError) as err:
+        image.sections()
+    assert err.value.code == "CU005"

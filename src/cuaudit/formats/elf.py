@@ -947,7 +947,9 @@ def image_of_stream(opener: Callable[[], IO[bytes]], size: int, path: str = "", 
     except BaseException:
         src.close()
         raise
-    if image.shoff:
+    # only a table of the size every real file has: a lying e_shentsize (up to 64 KB a row) would
+    # otherwise pin most of a huge member; without the pin the sections cost a second pass, never more
+    if image.shoff and image.shentsize == image.layout.shdr.size:
         src.pin(image.shoff - SECTION_NAMES_BEFORE, image.shoff + max(image.shnum, 1) * image.shentsize)
     return image
 
