@@ -75,6 +75,16 @@ def _command_named(argv: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from cuaudit.heap import end_startup, pause_for_startup
+
+    pause_for_startup()
+    try:
+        return _run(argv)
+    finally:
+        end_startup()
+
+
+def _run(argv: list[str] | None) -> int:
     if argv is None:  # a real command line, not the library or the tests calling main()
         _forget_working_directory()
 
@@ -89,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     if words[:1] == ["--version"]:  # the version alone: no command need be imported
         print(f"cuaudit {__version__}")
         return 0
+    from cuaudit import codecache
+
+    codecache.install()  # before any dataclass of cuaudit's is defined
     from cuaudit.config import ConfigError
 
     parser = build_parser(_command_named(words))
