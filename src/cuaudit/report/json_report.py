@@ -6,11 +6,11 @@ The document is deterministic for the same inputs except under ``stats``
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from cuaudit.model import ArtifactRef, EnvironmentInfo, Finding, Fix, Location, Skipped
 from cuaudit.escape import printable, valid_unicode_deep
+from cuaudit.report.json_text import dumps
 
 if TYPE_CHECKING:  # pragma: no cover
     from cuaudit.engine import Report
@@ -138,8 +138,8 @@ def statistics_document(report: "Report") -> list[dict[str, Any]]:
 
 
 def render_statistics(report: "Report") -> str:
-    return json.dumps(statistics_document(report), indent=2) + "\n"
+    return dumps(statistics_document(report)) + "\n"
 
 
 def render(report: "Report", *, color: bool = False) -> str:
-    return json.dumps(document(report), indent=2, sort_keys=False) + "\n"
+    return dumps(document(report)) + "\n"
