@@ -82,3 +82,18 @@ def test_reports_are_json_dumps_text(cli, tmp_path):
         assert rc == 0, err
         assert out == json.dumps(json.loads(out), indent=2) + "\n"
         assert json.loads(out)["findings" if fmt == "json" else "runs"]
+
+
+@pytest.mark.parametrize("name", ["plain", "astral \U0001f600", "backslash \\ud800 as text", "lone \udcff byte"])
+def test_json_report_is_the_valid_unicode_document(name):
+    """The JSON report skips walking the document for surrogates when its text shows none: its text
+    is still json.dumps of document() (valid_unicode_deep applied) for every kind of name."""
+    from test_reports_human import f, hostile_report, make_report
+
+    from cuaudit.model import ArtifactKind, ArtifactRef, Severity
+    from cuaudit.report import json_report
+
+    ref = ArtifactRef(ArtifactKind.WHEEL, f"/w/{name}.whl", name, "1.0")
+    for report in (make_report([f("CU201", Severity.ERROR, ref, f"pkg/{name}.so", f"lib{name}.so", message=name)]),
+                   hostile_report()):
+        assert json_report.render(report) == json.dumps(json_report.document(report), indent=2) + "\n"
