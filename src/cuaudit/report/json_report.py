@@ -35,12 +35,18 @@ def location_dict(loc: Location) -> dict[str, Any]:
     }
 
 
-def finding_dict(f: Finding) -> dict[str, Any]:
+def finding_dict(f: Finding, names: dict[str, str] | None = None) -> dict[str, Any]:
+    """``names``: rule names already looked up, by code (a report repeats a few codes thousands of times)."""
     from cuaudit.rules import info
 
+    name = names.get(f.code) if names is not None else None
+    if name is None:
+        name = info(f.code).name
+        if names is not None:
+            names[f.code] = name
     return {
         "code": f.code,
-        "rule": info(f.code).name,
+        "rule": name,
         "severity": str(f.severity),
         "message": printable(f.message),
         "location": location_dict(f.location),
@@ -108,6 +114,7 @@ def _document(report: "Report") -> dict[str, Any]:
     """:func:`document` before :func:`~cuaudit.escape.valid_unicode_deep`."""
     env = report.environment
     counts = report.counts()
+    rule_names: dict[str, str] = {}
     return {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "cuaudit", "version": report.tool_version},
@@ -124,7 +131,7 @@ def _document(report: "Report") -> dict[str, Any]:
             "exit_code": report.exit_code(),
         },
         "rules": report.rules,
-        "findings": [finding_dict(f) for f in report.findings],
+        "findings": [finding_dict(f, rule_names) for f in report.findings],
         "skipped": [skipped_dict(s) for s in report.skipped],
         "probes": [
             {"what": p.what, "command": p.command, "seconds": p.seconds, "outcome": p.outcome} for p in report.probes
