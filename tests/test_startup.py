@@ -150,3 +150,13 @@ def test_cache_of_another_interpreter_is_ignored(codecache):
     ns: dict = {}
     codecache._exec("x = 1\n", ns, ns)
     assert ns["x"] == 1
+
+
+@pytest.mark.parametrize("name", ["numpy", "Cupy-CUDA12x", "zope.interface", "typing_extensions", "a__b..c--d",
+                                  "NVIDIA_CUDA_Runtime.cu12", "-_.x._-", "Ünïcode_Ñame", ""])
+def test_canonical_name_is_packagings(name):
+    from packaging.utils import canonicalize_name
+
+    from cuaudit.names import canonical_name
+
+    assert canonical_name(name) == canonicalize_name(name)
