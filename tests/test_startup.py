@@ -26,7 +26,9 @@ _REPORT_MODULES = (
 
 
 def imported_by(*args: str, cwd: Path, env: dict | None = None) -> tuple[subprocess.CompletedProcess, set[str]]:
-    base = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTHONPATH")}
+    # COLUMNS would make the text report wrap (measuring cell widths with rich.cells), CUAUDIT_* configure it
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("CI", "PYTHONPATH", "COLUMNS", "NO_COLOR") and not k.startswith("CUAUDIT_")}
     proc = subprocess.run([sys.executable, "-c", _REPORT_MODULES, *args], capture_output=True, text=True, cwd=cwd,
                           env={**base, "PYTHONPATH": SRC, **(env or {})}, timeout=120)
     return proc, set(json.loads(proc.stderr.strip().splitlines()[-1]))
