@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
-from cuaudit.analysis.import_time import ImportTimeModel, absolute_module
+from cuaudit.analysis.import_time import ImportTimeModel, ModuleRun, absolute_module
 from cuaudit.facts.evidence import Evidence
 from cuaudit.facts.import_time import ImportTimeFacts
 from cuaudit.facts.python_source import ImportRecord, PythonSourceFacts, platform_allows
@@ -244,6 +244,7 @@ class ModuleUniverse:
         self._named: dict[str, dict[str, str]] = {}  # module -> bare names its calls pass -> where
         self._named_by_parent: dict[tuple[str, frozenset[str]], dict[str, str]] = {}  # the same over a parent's folder
         self._maybe: dict[frozenset[str], tuple[dict[str, str], tuple[str, ...]]] = {}  # closure -> maybe_imported
+        self._telling: dict[frozenset[str], tuple[ModuleRun, ...]] = {}  # closure -> _telling_runs
         # ("failed", closure) -> module -> why its import fails;
         # ("computed", closure) -> package -> a computed import into it
         self._run_reasons: dict[tuple[str, frozenset[str]], dict[str, str]] = {}
@@ -475,13 +476,25 @@ class ModuleUniverse:
             got = self._maybe[imported] = self._find_maybe_imported(imported)
         return got
 
+    def _telling_runs(self, imported: frozenset[str]) -> tuple[ModuleRun, ...]:
+        """The runs of a closure's modules, in name order, that import anything only maybe, fail an
+        import, compute a module name or import a name the model cannot compute: what the closure's
+        verdicts read (most runs do none of it), gathered once per closure."""
+        got = self._telling.get(imported)
+        if got is None:
+            runs = self.model.run
+            found = []
+            for m in sorted(imported):
+                run = runs(m) if m in self._programs else None
+                if run is not None and (run.maybe or run.failed or run.computed or run.opaque):
+                    found.append(run)
+            got = self._telling[imported] = tuple(found)
+        return got
+
     def _find_maybe_imported(self, imported: frozenset[str]) -> tuple[dict[str, str], tuple[str, ...]]:
         maybe: dict[str, str] = {}
         opaques: set[str] = set()
-        for m in sorted(imported):
-            run = self.model.run(m) if m in self._programs else None
-            if run is None:
-                continue
+        for run in self._telling_runs(imported):
             if run.opaque:
                 opaques.add(run.opaque)
             for mod, why in run.maybe.items():
@@ -882,9 +895,8 @@ class ModuleUniverse:
         found = self._run_reasons.get((what, imported))
         if found is None:
             found = self._run_reasons[(what, imported)] = {}
-            for m in sorted(imported):
-                run = self.model.run(m) if m in self._programs else None
-                for name, why in getattr(run, what).items() if run is not None else ():
+            for run in self._telling_runs(imported):
+                for name, why in getattr(run, what).items():
                     found.setdefault(key(name), why)
         return found
 
