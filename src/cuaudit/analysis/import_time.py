@@ -475,7 +475,9 @@ class ImportTimeModel:
         elif e.kind == "swap":
             out.swapped = out.swapped or f"{module}:{e.line} replaces a module in sys.modules"
         elif e.kind == "call" and depth < CALL_DEPTH:
-            target = self.callable(module, e.callee)
+            target = self._callables.get((module, e.callee), _UNKNOWN)  # most calls: asked before
+            if target is _UNKNOWN:
+                target = self.callable(module, e.callee)
             if target is None:
                 return
             where, fname = target

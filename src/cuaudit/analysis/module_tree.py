@@ -312,7 +312,7 @@ class ModuleUniverse:
         return entry is not None and entry.origin == "stdlib"
 
     def exists(self, name: str) -> bool:
-        return self.get(name) is not None
+        return name in self.entries or self.get(name) is not None
 
     # -- imports ----------------------------------------------------------------------------
     def resolve(self, imp: ImportRecord, importer: str, importer_is_package: bool) -> str | None:
@@ -869,9 +869,11 @@ class ModuleUniverse:
                 prog = self.program(m)
                 for effects in [prog.effects] + [f.effects for f in prog.functions] if prog is not None else ():
                     for e in effects:
+                        if not e.kwargs or e.kind != "call":
+                            continue
                         # keyword arguments only: a positional name is more often a library's
                         # (cupy's `_preload_library('cutensor')`) than a module's
-                        for a in tuple(v for _, v in e.kwargs) if e.kind == "call" else ():
+                        for _, a in e.kwargs:
                             if a.isidentifier():
                                 names.setdefault(a, f"{self.get(m).display}:{e.line} passes {a!r} to {e.callee}()")
             for a, where in names.items():
