@@ -99,6 +99,8 @@ class ImportTimeModel:
         self._bindings: dict[tuple[str, str], tuple[str, Effect | None, Truth]] = {}
         self._failures: dict[str, str] = {}
         self._chains: dict[str, tuple[str, ...]] = {}  # dotted name -> it and its parents
+        #: module -> (its program, effect indexes by the name they bind, its star imports' indexes)
+        self._binder_index: dict[str, tuple[ImportTimeFacts, dict[str, list[int]], list[int]]] = {}
         #: module -> (values of its `bind` effects by name, its last `import` effect by bound name)
         self._names: dict[str, tuple[dict[str, list[str]], dict[str, Effect]]] = {}
 
@@ -746,9 +748,7 @@ class ImportTimeModel:
         entry = self.universe.get(module)
         is_pkg = bool(entry and entry.is_package)
         result: tuple[str, Effect | None, Truth] = ("none", None, Truth(True))
-        for e in prog.effects:
-            if (e.bound != name and not (e.kind == "import" and e.name == "*")) or e.kind not in ("import", "bind", "del"):
-                continue
+        for e in self._binders(module, prog, name):
             t = self.runs(module, e.conditions, e.line, e.try_lines)
             if t.value is False:
                 continue
@@ -789,6 +789,24 @@ class ImportTimeModel:
                 result = (what, e, t)
         return result
 
+
+    def _binders(self, module: str, prog: ImportTimeFacts, name: str) -> list[Effect]:
+        """The effects of ``prog`` that may bind ``name`` (imports, bindings, deletions of it, and
+        star imports), in program order: every public submodule of a package asks for its own
+        name (sympy's ``__init__`` holds thousands of effects)."""
+        index = self._binder_index.get(module)
+        if index is None or index[0] is not prog:
+            by_name: dict[str, list[int]] = {}
+            stars: list[int] = []
+            for i, e in enumerate(prog.effects):
+                if e.kind == "import" and e.name == "*":
+                    stars.append(i)
+                elif e.kind in ("import", "bind", "del"):
+                    by_name.setdefault(e.bound, []).append(i)
+            index = self._binder_index[module] = (prog, by_name, stars)
+        _, by_name, stars = index
+        found = by_name.get(name, [])
+        return [prog.effects[i] for i in (sorted(found + stars) if stars else found)]
 
     def _star_binding(self, src: str, name: str, depth: int) -> str:
         """What ``from src import *`` binds ``name`` to: ``module:<dotted>``, ``object`` or ``none``.

@@ -236,6 +236,7 @@ class ModuleUniverse:
         self.stdlib_root = self.stdlib.fs_path("") if self.stdlib is not None else None
         self._stdlib_top = set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
         self._not_stdlib: set[str] = set()
+        self._absent: set[str] = set()  # names exists() found no module for (until an artifact is added)
         self._closure: dict[tuple[str, bool], frozenset[str]] = {}
         self._graphs: dict[bool, _Components] = {}
         self._direct: dict[str, tuple[frozenset[str], bool]] = {}
@@ -264,6 +265,7 @@ class ModuleUniverse:
     def add_artifact(self, artifact, facts_for: Callable[[object, str, str], object | None]) -> dict[str, ModuleEntry]:
         """Add an artifact's modules; ``facts_for(artifact, member, extractor)`` gives their facts."""
         mods = artifact_modules(artifact, artifact.members)
+        self._absent.clear()
         for name, entry in mods.items():
             if entry.member or entry.stub_member:
                 def load(a=artifact, e=entry) -> tuple:
@@ -312,7 +314,14 @@ class ModuleUniverse:
         return entry is not None and entry.origin == "stdlib"
 
     def exists(self, name: str) -> bool:
-        return name in self.entries or self.get(name) is not None
+        if name in self.entries:
+            return True
+        if name in self._absent:
+            return False  # `from pkg import function`: 100 k such names asked on the accuracy-venv
+        if self.get(name) is not None:
+            return True
+        self._absent.add(name)
+        return False
 
     # -- imports ----------------------------------------------------------------------------
     def resolve(self, imp: ImportRecord, importer: str, importer_is_package: bool) -> str | None:
