@@ -236,7 +236,9 @@ class ModuleUniverse:
         self.stdlib_root = self.stdlib.fs_path("") if self.stdlib is not None else None
         self._stdlib_top = set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
         self._not_stdlib: set[str] = set()
-        self._absent: set[str] = set()  # names exists() found no module for (until an artifact is added)
+        #: names exists() found no module for: asked again, they are still none (a module added
+        #: later is in ``entries``, which exists() reads first)
+        self._absent: set[str] = set()
         self._closure: dict[tuple[str, bool], frozenset[str]] = {}
         self._graphs: dict[bool, _Components] = {}
         self._direct: dict[str, tuple[frozenset[str], bool]] = {}
@@ -265,7 +267,6 @@ class ModuleUniverse:
     def add_artifact(self, artifact, facts_for: Callable[[object, str, str], object | None]) -> dict[str, ModuleEntry]:
         """Add an artifact's modules; ``facts_for(artifact, member, extractor)`` gives their facts."""
         mods = artifact_modules(artifact, artifact.members)
-        self._absent.clear()
         for name, entry in mods.items():
             if entry.member or entry.stub_member:
                 def load(a=artifact, e=entry) -> tuple:
