@@ -500,8 +500,8 @@ def test_allow_list_for_submodules_meant_to_be_imported(wheel_factory):
 
 
 def test_a_module_of_an_artifact_added_later_exists():
-    """The universe remembers the names no module answers (100 k `from pkg import function`
-    names on an environment); an artifact added afterwards may provide one of them, and then
+    """The universe remembers the names no module answers (`from pkg import function` asks
+    about many); an artifact added afterwards may provide one of them, and then
     the name exists."""
     from types import SimpleNamespace
 
