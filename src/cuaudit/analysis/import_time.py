@@ -793,7 +793,7 @@ class ImportTimeModel:
     def _binders(self, module: str, prog: ImportTimeFacts, name: str) -> list[Effect]:
         """The effects of ``prog`` that may bind ``name`` (imports, bindings, deletions of it, and
         star imports), in program order: every public submodule of a package asks for its own
-        name (sympy's ``__init__`` holds thousands of effects)."""
+        name (sympy's ``__init__`` holds 920 effects)."""
         index = self._binder_index.get(module)
         if index is None or index[0] is not prog:
             by_name: dict[str, list[int]] = {}
