@@ -64,11 +64,11 @@ class ModuleRun:
 
 _UNKNOWN = object()
 _RUNS = Truth(True, "", "")
-#: effects whose running :meth:`ImportTimeModel.run` needs only for their condition (bindings
-#: matter to :meth:`ImportTimeModel.final_binding`, which reads the program itself)
+#: effects :meth:`ImportTimeModel.run` applies nothing for (:meth:`ImportTimeModel.final_binding`
+#: reads bindings and deletions from the program itself); their conditions are still evaluated
 _INERT = frozenset({"bind", "del"})
-#: the calls followed from an effect that is not a call: none (never added to)
-_NO_CALLS: frozenset = frozenset()
+#: the functions followed so far from an effect that is not a call: none, and none are added
+_NO_CALLS: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -399,7 +399,7 @@ class ImportTimeModel:
                 effect(module, is_pkg, prog, e, out, t, 0, _NO_CALLS)
         return out
 
-    def _add(self, out: ModuleRun, mods: "list[str] | tuple[str, ...]", t: Truth, module: str = "", line: int = 0) -> None:
+    def _add(self, out: ModuleRun, mods: list[str] | tuple[str, ...], t: Truth, module: str = "", line: int = 0) -> None:
         """Record imported ``mods`` (outermost first); with ``module``, the import at its ``line``
         stops at the first that fails."""
         failures = self._failures
@@ -428,7 +428,7 @@ class ImportTimeModel:
         return got
 
     def _effect(self, module: str, is_pkg: bool, prog: ImportTimeFacts, e: Effect, out: ModuleRun, t: Truth, depth: int,
-                seen: set, args: dict[str, str] | None = None) -> None:
+                seen: set[tuple[str, str]] | frozenset[tuple[str, str]], args: dict[str, str] | None = None) -> None:
         """Apply one effect; ``args``: the literal arguments the followed call passed, by parameter."""
         if e.kind == "import":
             base = absolute_module(e.module, e.level, module, is_pkg)
@@ -788,7 +788,6 @@ class ImportTimeModel:
             else:
                 result = (what, e, t)
         return result
-
 
     def _binders(self, module: str, prog: ImportTimeFacts, name: str) -> list[Effect]:
         """The effects of ``prog`` that may bind ``name`` (imports, bindings, deletions of it, and
