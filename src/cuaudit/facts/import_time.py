@@ -34,11 +34,12 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from cuaudit.facts import CompactState, Extractor, MemberReader
+from cuaudit.facts import CompactState, Extractor, MemberReader, compact
 from cuaudit.formats.python import child_nodes, preorder, walk
 from cuaudit.model import Member, MemberKind
 
 
+@compact
 @dataclass(frozen=True)
 class Condition(CompactState):
     """One test an effect runs under: ``expr`` (source text) must be ``truth``.
@@ -57,6 +58,7 @@ class Condition(CompactState):
     try_line: int = 0
 
 
+@compact
 @dataclass(frozen=True)
 class Effect(CompactState):
     """One thing the interpreter does at import time.
@@ -96,6 +98,7 @@ class Effect(CompactState):
     loop_values: tuple[str, ...] = ()
 
 
+@compact
 @dataclass(frozen=True)
 class FunctionBody(CompactState):
     """A function or method: the effects of running it (conditions inside it are ignored)."""
