@@ -29,15 +29,16 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping
 
-from cuaudit.facts import Extractor, MemberReader
+from cuaudit.facts import CompactState, Extractor, MemberReader, compact
 from cuaudit.formats.python import BACKWARD_FIELDS, LEAVES, PythonModule, parse_python_text, preorder, walk
 from cuaudit.model import Member, MemberKind
 
 # -- the facts -------------------------------------------------------------------
 
 
+@compact
 @dataclass(frozen=True)
-class Binding:
+class Binding(CompactState):
     """A name bound in the module namespace at import time."""
 
     name: str
@@ -46,8 +47,9 @@ class Binding:
     conditional: bool = False  # inside a module-level if/try/with/for/while
 
 
+@compact
 @dataclass(frozen=True)
-class ImportRecord:
+class ImportRecord(CompactState):
     """One imported name, anywhere in the module.
 
     ``import a.b as c`` -> kind="import", module="a.b", asname="c";
@@ -114,8 +116,9 @@ class LazyAttach:
     submod_attrs: Mapping[str, tuple[str, ...]] | None
 
 
+@compact
 @dataclass(frozen=True)
-class AttributeChain:
+class AttributeChain(CompactState):
     """``root.a.b.c`` (the longest chain at this spot), with where it is.
 
     ``guard`` names the enclosing check that turns an AttributeError into an
