@@ -85,7 +85,8 @@ def source_lines(text: str) -> tuple[str, ...]:
     """
     if not text:
         return ()
-    lines = io.StringIO(text, newline=None).read().split("\n")
+    # universal newlines only where there is a carriage return to translate (a copy of the text)
+    lines = (io.StringIO(text, newline=None).read() if "\r" in text else text).split("\n")
     if lines[-1] == "":
         lines.pop()  # the text ends with a newline: no line after it
     return tuple(lines)
