@@ -366,8 +366,8 @@ class _Tracker:
                     if a > address:
                         prev = pending.get(a)
                         pending[a] = dict(regs) if prev is None else {k: v for k, v in prev.items() if regs.get(k) == v}
-                    elif a >= start:
-                        back.setdefault(a, dict(regs))
+                    elif a >= start and a not in back:
+                        back[a] = dict(regs)
                 if b:
                     dead = True
             elif code == _CALL:
