@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from harness import (Case, Cmd, Corpus, CorpusFiles, ElfMembers, Environment, Input, Interpreter, Member, Script,
-                     Target)
+from harness import (Case, Cmd, Corpus, CorpusFiles, ElfMembers, Environment, FreshVenv, Input, Interpreter, Member,
+                     PopularVenv, Script, Target)
 
 # -- what this machine and this cuaudit have -----------------------------------------
 
@@ -380,8 +380,29 @@ LARGE_ENV = Environment((
 
 # -- the cases ----------------------------------------------------------------------
 
+#: issue 14: `check` with a cold cache is faster than `auditwheel show` on every wheel
+FASTER = Target("speedup", 1, "auditwheel")
+
 #: full `check` of wheels, smallest to largest; also the scaling series
 CHECK_CASES: list[Case] = [
+    check_case("check-fastrlock", "check fastrlock 0.8.3 (54 KB)", "fastrlock-0.8.3-*.whl", quick=True,
+               targets=(FASTER,)),
+    check_case("check-cudart-cu11", "check nvidia-cuda-runtime-cu11 11.8.89 (0.9 MB)",
+               "nvidia_cuda_runtime_cu11-11.8.89-*.whl", quick=True, targets=(FASTER,)),
+    check_case("check-rmm", "check rmm-cu12 24.12.0 (2 MB)", "rmm_cu12-24.12.0-*.whl", quick=True, targets=(FASTER,)),
+    check_case("check-cuda-bindings", "check cuda-bindings 13.0.3 (12 MB)", "cuda_bindings-13.0.3-*.whl",
+               targets=(FASTER,)),
+    check_case("check-numpy", "check numpy 2.0.2 (19 MB)", "numpy-2.0.2-*.whl", targets=(FASTER,)),
+    check_case("check-cupy-cuda11x-12.3", "check cupy-cuda11x 12.3.0 (90 MB)", "cupy_cuda11x-12.3.0-*.whl",
+               targets=(FASTER,)),
+    check_case("check-cupy-14.2", "check cupy-cuda12x 14.2.0 (137 MB)", CUPY14,
+               targets=(Target("speedup", 3, "auditwheel"),)),
+    check_case("check-cublas-cu12", "check nvidia-cublas-cu12 12.9.1.4 (581 MB)", CUBLAS12, targets=(FASTER,)),
+    check_case("check-torch-2.8", "check torch 2.8.0 (888 MB, 12,098 members)", TORCH,
+               targets=(Target("over_floor", 1.0), Target("speedup", 3, "auditwheel"), Target("peak_mb", 500))),
+]
+
+CASES: list[Case] = [
     check_case("check-fastrlock", "check fastrlock 0.8.3 (54 KB)", "fastrlock-0.8.3-*.whl", quick=True),
     check_case("check-cudart-cu11", "check nvidia-cuda-runtime-cu11 11.8.89 (0.9 MB)",
                "nvidia_cuda_runtime_cu11-11.8.89-*.whl", quick=True),
@@ -401,7 +422,8 @@ CASES: list[Case] = [
          cuaudit=Cmd("cuaudit --version", (*CUAUDIT, "--version")),
          peers=(Cmd("auditwheel --version", (*AUDITWHEEL_CMD, "--version"),
                     requires=has_module("auditwheel", "auditwheel (pip install -e '.[bench]')")),),
-         floor=Cmd("python -c pass", ("{py}", "-c", "pass")), quick=True),
+         floor=Cmd("python -c pass", ("{py}", "-c", "pass")), quick=True,
+         targets=(Target("overhead", 1, "auditwheel"),)),
     *CHECK_CASES,
     # like for like: only what auditwheel also looks at (linking and loading)
     Case("check-cupy-14.2-linkage", "check cupy-cuda12x 14.2.0, linkage family only (CU0, CU2)",
@@ -447,6 +469,12 @@ CASES: list[Case] = [
     capi_case("capi-cuda-bindings", "Cython C-API imports of cuda-bindings 13.0.3", "cuda_bindings-13.0.3-*.whl",
               targets=(Target("seconds", 2),)),
     *env_cases("env-small", "env of 3 small distributions", SMALL_ENV, quick=True),
+    # issue 14: what a user meets first, `python -m venv` (pip and its vendored packages)
+    *env_cases("env-fresh-venv", "env of a fresh `python -m venv` (pip)", FreshVenv(),
+               cold_targets=(Target("overhead", 1.5, "pip inspect"),)),
+    # issue 14: 88 popular distributions, 14.4 k Python files (benchmarks/accuracy.py's pinned set)
+    *env_cases("env-popular", "env of 88 popular distributions (accuracy.py's tune set)", PopularVenv(),
+               cold_targets=(Target("seconds", 8),), cached_targets=(Target("seconds", 1),)),
     *env_cases("env-large", "env of a full CUDA Python environment (torch, cupy, cuda-bindings, rmm, "
                "CUDA 11 and 12 libraries)", LARGE_ENV,
                cold_targets=(Target("seconds", 10),), cached_targets=(Target("seconds", 1),)),
@@ -460,7 +488,8 @@ CASES: list[Case] = [
     # an environment that exists already: the GPU machine's CUDA Python stack
     # (CUAUDIT_BENCH_PYTHON=/path/to/python; see scripts/device/bench_env.sh)
     *env_cases("env-here", "env of $CUAUDIT_BENCH_PYTHON's environment", Interpreter("CUAUDIT_BENCH_PYTHON"),
-               cold_targets=(Target("seconds", 10),), cached_targets=(Target("seconds", 1),), full=False),
+               cold_targets=(Target("seconds", 10), Target("peak_mb", 1000)), cached_targets=(Target("seconds", 1),),
+               full=False),
 ]
 
 #: the cases whose cuaudit time and memory are plotted against the bytes read

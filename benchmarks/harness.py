@@ -308,6 +308,51 @@ class Environment(Input):
         return [Path(d) / n for d, _s, names in os.walk(value.site) for n in names]
 
 
+def _site_of(python: Path) -> Path:
+    proc = subprocess.run([str(python), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise NotAvailable(f"{python} does not run: {proc.stderr.strip()[-200:]}")
+    return Path(proc.stdout.strip())
+
+
+@dataclass(frozen=True)
+class FreshVenv(Input):
+    """A new ``python -m venv`` with its bundled pip (what a user has before installing
+    anything), built once in the cache by the corpus interpreter; pip byte-compiles it."""
+
+    def _resolve(self, run: Run) -> Venv:
+        python = corpus_python()
+        digest = hashlib.sha256(python.encode()).hexdigest()[:12]
+        root = cache_dir() / "fresh-venv" / digest
+        if not (root / "bin" / "python").exists():
+            run.log(f"building a fresh venv in {root} (once) ...")
+            shutil.rmtree(root, ignore_errors=True)
+            proc = subprocess.run([python, "-m", "venv", str(root)], capture_output=True, text=True)
+            if proc.returncode != 0:
+                shutil.rmtree(root, ignore_errors=True)
+                raise NotAvailable(f"python -m venv failed: {proc.stderr.strip()[-300:]}")
+        return Venv(root / "bin" / "python", _site_of(root / "bin" / "python"))
+
+    def files(self, value: Any) -> list[Path]:
+        return [Path(d) / n for d, _s, names in os.walk(value.site) for n in names]
+
+
+@dataclass(frozen=True)
+class PopularVenv(Input):
+    """The 88 popular distributions of ``benchmarks/accuracy.py`` (exact pins from PyPI),
+    built by ``python benchmarks/accuracy.py setup``, never here (it needs the network)."""
+
+    def _resolve(self, run: Run) -> Venv:
+        python = Path(os.environ.get("CUAUDIT_ACCURACY_CACHE", Path.home() / ".cache" / "cuaudit")) / "accuracy-venv" / "bin" / "python"
+        if not python.exists():
+            raise NotAvailable("run `python benchmarks/accuracy.py setup` first (88 pinned distributions from PyPI)")
+        return Venv(python, _site_of(python))
+
+    def files(self, value: Any) -> list[Path]:
+        return [Path(d) / n for d, _s, names in os.walk(value.site) for n in names]
+
+
 @dataclass(frozen=True)
 class Interpreter(Input):
     """An existing environment, named by its ``python`` in an environment
@@ -319,13 +364,7 @@ class Interpreter(Input):
         python = os.environ.get(self.variable)
         if not python:
             raise NotAvailable(f"set {self.variable}=/path/to/python to measure an existing environment")
-        proc = subprocess.run(
-            [python, "-S", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            capture_output=True, text=True,
-        )
-        if proc.returncode != 0 or not proc.stdout.strip():
-            raise NotAvailable(f"{python} does not run: {proc.stderr.strip()[-200:]}")
-        return Venv(Path(python), Path(proc.stdout.strip()))
+        return Venv(Path(python), _site_of(Path(python)))
 
     def files(self, value: Any) -> list[Path]:
         return [Path(d) / n for d, _s, names in os.walk(value.site) for n in names]
