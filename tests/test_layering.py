@@ -8,7 +8,7 @@ count like top-level ones: they are still arrows of the design.  Imports
 under ``if TYPE_CHECKING:`` are exempt (annotations only, never executed).
 
 Modules outside the named stages have a place too: ``compat``, ``discovery``,
-``escape``, ``heap``, ``progress`` and ``store`` are utilities with no cuaudit dependency (bottom); ``baseline`` is
+``escape``, ``heap``, ``progress``, ``codecache`` and ``store`` are utilities with no cuaudit dependency (bottom); ``baseline`` is
 part of the finishing step; ``probe`` sits beside the engine (the engine owns
 it); ``trace``, ``repair``, ``explain`` and ``survey`` beside ``report`` (commands
 use them).  The
@@ -29,7 +29,7 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "cuaudit"
 STAGES = ["model", "config", "inputs", "formats", "facts", "analysis", "context", "rules", "finish", "engine",
           "report", "commands", "cli"]
 PLACE = {name: float(i) for i, name in enumerate(STAGES)}
-PLACE.update({"heap": -1, "compat": -1, "discovery": -1, "store": -1, "data": -1, "progress": -1, "escape": -1, "requirement": -1, "names": -1, "baseline": PLACE["finish"], "probe": PLACE["engine"], "snapshot": PLACE["engine"],
+PLACE.update({"heap": -1, "codecache": -1, "compat": -1, "discovery": -1, "store": -1, "data": -1, "progress": -1, "escape": -1, "requirement": -1, "names": -1, "baseline": PLACE["finish"], "probe": PLACE["engine"], "snapshot": PLACE["engine"],
               "trace": PLACE["report"], "repair": PLACE["report"], "explain": PLACE["report"], "survey": PLACE["report"],
               "__main__": PLACE["cli"]})
 

@@ -27,14 +27,19 @@ def _forget_working_directory() -> None:
 if __name__ == "__main__":  # python -m cuaudit.cli: before any other import
     _forget_working_directory()
 
-import argparse  # noqa: E402
-import importlib  # noqa: E402
-import pkgutil  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
 
 from cuaudit import __version__  # noqa: E402
 
+if TYPE_CHECKING:  # pragma: no cover
+    import argparse
 
-def build_parser() -> argparse.ArgumentParser:
+
+def build_parser(command: str | None = None) -> "argparse.ArgumentParser":
+    """The whole command line, or with ``command`` only that subcommand's part (what
+    parsing its arguments needs: importing and configuring every command costs start-up)."""
+    import argparse
+
     import cuaudit.commands as commands
 
     parser = argparse.ArgumentParser(
@@ -43,6 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"cuaudit {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    if command is not None:
+        import importlib
+
+        importlib.import_module(f"{commands.__name__}.{command}").configure_parser(sub)
+        return parser
     from cuaudit.discovery import import_submodules
 
     for module in import_submodules(commands.__name__, commands.__path__):
@@ -50,9 +60,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    from cuaudit.config import ConfigError
+def _command_named(argv: list[str]) -> str | None:
+    """The subcommand that the first word of ``argv`` names, when it names one (None: help,
+    ``--version``, a mistyped command: those need every command's parser)."""
+    if not argv or argv[0].startswith("_") or not argv[0].isidentifier():
+        return None
+    import cuaudit.commands as commands
 
+    try:  # exactly that file name (a case-insensitive check of the folder would accept CHECK)
+        names = os.listdir(os.path.dirname(commands.__file__ or ""))
+    except OSError:
+        return None
+    return argv[0] if argv[0] + ".py" in names else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    from cuaudit.heap import end_startup, pause_for_startup
+
+    pause_for_startup()
+    try:
+        return _run(argv)
+    finally:
+        end_startup()
+
+
+def _run(argv: list[str] | None) -> int:
     if argv is None:  # a real command line, not the library or the tests calling main()
         _forget_working_directory()
 
@@ -63,7 +95,16 @@ def main(argv: list[str] | None = None) -> int:
     # are not cuaudit's to print.
     warnings.filterwarnings("ignore", category=SyntaxWarning)
     warnings.filterwarnings("ignore", message="invalid escape sequence")
-    parser = build_parser()
+    words = sys.argv[1:] if argv is None else argv
+    if words[:1] == ["--version"]:  # the version alone: no command need be imported
+        print(f"cuaudit {__version__}")
+        return 0
+    from cuaudit import codecache
+
+    codecache.install()  # before any dataclass of cuaudit's is defined
+    from cuaudit.config import ConfigError
+
+    parser = build_parser(_command_named(words))
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: 0 for --help/--version, 2 for usage errors

@@ -7,13 +7,11 @@ values are usage errors (exit 2) that name the key and where it came from.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from cuaudit.compat import tomllib
 from cuaudit.model import ConfigError, Severity
 
 
@@ -84,6 +82,8 @@ _TABLE_KEYS = {"per-path-ignores", "severity", "allow"}
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """`` (did you mean 'x'?)`` when one of ``choices`` is close to ``word``, else ``""``."""
+    import difflib
+
     close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
     return f" (did you mean '{close[0]}'?)" if close else ""
 
@@ -317,6 +317,8 @@ def find_pyproject(start: str) -> str | None:
 
 def load_toml(path: str) -> Mapping[str, Any]:
     """A TOML file of the user's (configuration, survey spec); any problem is a ConfigError naming it."""
+    from cuaudit.compat import tomllib  # here: a run without a configuration file never parses TOML
+
     try:
         if not os.path.isfile(path):  # a FIFO would block the open forever
             raise ConfigError(f"{path}: not a regular file")

@@ -9,9 +9,6 @@ import gc
 import os
 import sys
 import time
-import traceback
-import zipfile
-import zlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence
 
@@ -72,6 +69,10 @@ def _error_for(exc: BaseException) -> tuple[str, str, dict]:
         return exc.code, exc.message, dict(exc.detail)
     if isinstance(exc, OSError):
         return "CU001", f"cannot read: {exc.strerror or exc}", {}
+    import traceback  # here, with zipfile: an audit of installed files never needs them
+    import zipfile
+    import zlib
+
     if isinstance(exc, (zipfile.BadZipFile, zlib.error, EOFError)):
         return "CU002", f"corrupt archive data: {exc}", {}
     tb = traceback.extract_tb(exc.__traceback__)

@@ -17,6 +17,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from cuaudit.names import canonical_name
+
 
 class Severity(enum.IntEnum):
     """How bad a finding is. Ordered: ``INFO < WARNING < ERROR``."""
@@ -225,7 +227,7 @@ class Finding:
         vendored library names (``libgomp-a34b3233.so.1``).
         """
         loc = self.location
-        artifact = _normalise_name(loc.artifact.name or loc.artifact.path.rsplit("/", 1)[-1])
+        artifact = canonical_name(loc.artifact.name or loc.artifact.path.rsplit("/", 1)[-1])
         member = _stable_member(loc.member or "")
         key = _stable_member(self.key) if self.key else self.message
         parts = [self.code, artifact, member, loc.symbol or "", key]
@@ -237,12 +239,8 @@ _META_DIR = re.compile(r"(^|/)([^/]+?)-[^/-]+\.(dist-info|data|egg-info)(?=/|$)"
 _VENDORED_HASH = re.compile(r"-[0-9a-f]{8}(?=\.so(\.|$|:)|\.dylib|\.dll)")
 
 
-def _normalise_name(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def _stable_member(path: str) -> str:
-    path = _META_DIR.sub(lambda m: f"{m.group(1)}{_normalise_name(m.group(2))}.{m.group(3)}", path)
+    path = _META_DIR.sub(lambda m: f"{m.group(1)}{canonical_name(m.group(2))}.{m.group(3)}", path)
     return _VENDORED_HASH.sub("", path)
 
 

@@ -1,10 +1,12 @@
 """Names of Python modules, as the import system sees them: one definition each.
 
-Used from inputs to rules: which dotted module a relative import names, and
-whether a path is test code.
+Used from inputs to rules: which dotted module a relative import names,
+whether a path is test code, and a distribution's normalised name.
 """
 
 from __future__ import annotations
+
+import re
 
 #: folders whose files are a package's tests, never imported by the package itself
 TEST_FOLDERS = ("tests", "test", "testing")
@@ -38,3 +40,12 @@ def is_test_path(path: str) -> bool:
         or name.endswith("_test.py")
         or name == "conftest.py"
     )
+
+
+_SEPARATORS = re.compile(r"[-_.]+")
+
+
+def canonical_name(name: str) -> str:
+    """A distribution's name as PEP 503 normalises it (what ``packaging.utils.canonicalize_name``
+    gives), without importing packaging's tag machinery (platform, subprocess: start-up of ``env``)."""
+    return _SEPARATORS.sub("-", name).lower()

@@ -38,7 +38,6 @@ def configure_parser(sub: argparse._SubParsersAction) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     from cuaudit.engine import audit
-    from cuaudit.inputs.requirements import read_pinned
 
     config = config_from_args(args)
     if getattr(args, "with_", None):
@@ -50,6 +49,8 @@ def execute(args: argparse.Namespace) -> int:
         options["linkage"] = linkage
         config = dataclasses.replace(config, options=options)
     paths = list(args.paths or ([] if args.requirements else ["."]))
+    if args.requirements:
+        from cuaudit.inputs.requirements import read_pinned
     pinned = [read_pinned(r) for r in args.requirements]
     paths += [spec for ps in pinned for _line, spec in ps.pins]
     scripts = [p for p in paths if p.endswith(".py") and os.path.isfile(p)]

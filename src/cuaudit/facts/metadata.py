@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import email.parser
-import email.policy
 from dataclasses import dataclass
 
 from cuaudit.facts import Extractor, InputError, MemberReader
@@ -32,8 +30,12 @@ class MetadataExtractor(Extractor):
         return base == "METADATA" or member.path in ("PKG-INFO",) or member.path.count("/") <= 1 and base == "PKG-INFO"
 
     def extract(self, reader: MemberReader) -> DistMetadata:
+        # here: email is 5 ms of start-up that a cached audit never needs; the parser's default
+        # policy is email.policy.compat32, without importing email.policy (2.5 ms more)
+        from email.parser import Parser
+
         text = reader.text(limit=8 * 1024 * 1024)
-        msg = email.parser.Parser(policy=email.policy.compat32).parsestr(text, headersonly=True)
+        msg = Parser().parsestr(text, headersonly=True)
         name = (msg.get("Name") or "").strip()
         if not name:
             raise InputError("CU002", f"{reader.path}: metadata without a Name field")

@@ -33,6 +33,8 @@ _SO = re.compile(r"\.so(\.\d+)*$")
 def classify(path: str) -> MemberKind:
     """Kind of a member, from its name alone (extractors check the content)."""
     name = path.rsplit("/", 1)[-1]
+    if name.endswith(".py"):  # most members (no metadata file's name ends so): the checks below, in short
+        return MemberKind.BUILD if name in _BUILD_FILES else MemberKind.PYTHON
     parent = path.rsplit("/", 2)[-2] if "/" in path else ""
     if name in _METADATA_FILES and (parent.endswith((".dist-info", ".egg-info")) or name == "PKG-INFO"):
         return MemberKind.METADATA

@@ -23,6 +23,7 @@ from cuaudit.inputs.artifact import Artifact, classify, read_regular, stat_key
 from cuaudit.inputs.budgets import budget
 from cuaudit.inputs.process import BoundExceeded, run_bounded
 from cuaudit.model import ArtifactKind, ArtifactRef, EnvironmentInfo, Member
+from cuaudit.names import canonical_name
 
 #: a RECORD longer than this is read only this far
 MAX_RECORD = budget("RECORD")
@@ -197,8 +198,6 @@ def load_environment(python: str | None = None) -> Environment:
 
 def find_distributions(paths: list[str]) -> list["InstalledDistribution"]:
     """First distribution of each name along ``paths``, as importlib.metadata finds it."""
-    from packaging.utils import canonicalize_name
-
     seen: set[str] = set()
     out: list[InstalledDistribution] = []
     for dist in metadata.distributions(path=paths):
@@ -215,12 +214,12 @@ def find_distributions(paths: list[str]) -> list["InstalledDistribution"]:
             if not version:
                 stem = os.path.basename(meta_dir).rsplit(".", 1)[0]
                 version = stem.split("-")[1] if "-" in stem else ""
-        key = canonicalize_name(name)
+        key = canonical_name(name)
         if key in seen:
             continue
         seen.add(key)
         out.append(InstalledDistribution(dist, name, version, meta_dir))
-    out.sort(key=lambda d: canonicalize_name(d.ref.name))
+    out.sort(key=lambda d: canonical_name(d.ref.name))
     return out
 
 

@@ -6,11 +6,12 @@ The document is deterministic for the same inputs except under ``stats``
 
 from __future__ import annotations
 
-import json
+import re
 from typing import TYPE_CHECKING, Any
 
 from cuaudit.model import ArtifactRef, EnvironmentInfo, Finding, Fix, Location, Skipped
 from cuaudit.escape import printable, valid_unicode_deep
+from cuaudit.report.json_text import dumps
 
 if TYPE_CHECKING:  # pragma: no cover
     from cuaudit.engine import Report
@@ -34,12 +35,18 @@ def location_dict(loc: Location) -> dict[str, Any]:
     }
 
 
-def finding_dict(f: Finding) -> dict[str, Any]:
+def finding_dict(f: Finding, names: dict[str, str] | None = None) -> dict[str, Any]:
+    """``names``: rule names already looked up, by code (a report repeats a few codes thousands of times)."""
     from cuaudit.rules import info
 
+    name = names.get(f.code) if names is not None else None
+    if name is None:
+        name = info(f.code).name
+        if names is not None:
+            names[f.code] = name
     return {
         "code": f.code,
-        "rule": info(f.code).name,
+        "rule": name,
         "severity": str(f.severity),
         "message": printable(f.message),
         "location": location_dict(f.location),
@@ -100,9 +107,15 @@ def environment_dict(env: EnvironmentInfo) -> dict[str, Any]:
 def document(report: "Report") -> dict[str, Any]:
     """The report as JSON data.  Names that are not valid UTF-8 show their bytes as ``\\xNN``;
     messages and fix texts are display text, with controls and bidi characters escaped too."""
+    return valid_unicode_deep(_document(report))
+
+
+def _document(report: "Report") -> dict[str, Any]:
+    """:func:`document` before :func:`~cuaudit.escape.valid_unicode_deep`."""
     env = report.environment
     counts = report.counts()
-    return valid_unicode_deep({
+    rule_names: dict[str, str] = {}
+    return {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "cuaudit", "version": report.tool_version},
         "command": report.command,
@@ -118,13 +131,13 @@ def document(report: "Report") -> dict[str, Any]:
             "exit_code": report.exit_code(),
         },
         "rules": report.rules,
-        "findings": [finding_dict(f) for f in report.findings],
+        "findings": [finding_dict(f, rule_names) for f in report.findings],
         "skipped": [skipped_dict(s) for s in report.skipped],
         "probes": [
             {"what": p.what, "command": p.command, "seconds": p.seconds, "outcome": p.outcome} for p in report.probes
         ],
         "stats": dict(report.stats),
-    })
+    }
 
 
 def statistics_document(report: "Report") -> list[dict[str, Any]]:
@@ -138,8 +151,20 @@ def statistics_document(report: "Report") -> list[dict[str, Any]]:
 
 
 def render_statistics(report: "Report") -> str:
-    return json.dumps(statistics_document(report), indent=2) + "\n"
+    return dumps(statistics_document(report)) + "\n"
+
+
+#: how the ASCII JSON text shows a string's surrogate code point (an astral character is written as
+#: a pair of them, and a backslash before "ud8" looks alike: those only take render the long way)
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89abcdefABCDEF]")
 
 
 def render(report: "Report", *, color: bool = False) -> str:
-    return json.dumps(document(report), indent=2, sort_keys=False) + "\n"
+    # valid_unicode_deep changes only strings holding a surrogate, and the ASCII text shows each one
+    # as a \ud8xx-\udfxx escape: without one, walking the document for it (a third of rendering
+    # 3,266 findings) would change nothing
+    doc = _document(report)
+    text = dumps(doc)
+    if _SURROGATE_ESCAPE.search(text):
+        text = dumps(valid_unicode_deep(doc))
+    return text + "\n"

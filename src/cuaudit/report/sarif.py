@@ -23,7 +23,6 @@ under ``run.properties.stats`` (timings, cache hits).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import PurePosixPath
@@ -429,4 +428,6 @@ def log(report: "Report", *, cwd: str | None = None) -> dict[str, Any]:
 
 def render(report: "Report", *, color: bool = False) -> str:
     # ASCII: the data keeps what the input held (a bidi override in a name), the bytes written do not carry it
-    return json.dumps(log(report), indent=2) + "\n"
+    from cuaudit.report.json_text import dumps
+
+    return dumps(log(report)) + "\n"
