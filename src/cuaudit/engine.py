@@ -188,8 +188,8 @@ class Facts(dict):
     and :meth:`prefetch` extracts many at once, in the worker processes.
     """
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         #: key -> member, for the on-demand facts not extracted yet
         self.pending: dict[tuple[int, str, str], Member] = {}
         #: extracts pending keys (removing them from ``pending``) and stores their facts here
@@ -485,8 +485,14 @@ class Extraction:
             self._bundles[(kind, ref)] = bundle
         return bundle
 
-    def flush_evidence(self) -> None:
-        """Write the open bundles that gained facts (once, at the end of an audit)."""
+    def close(self) -> None:
+        """Write the open bundles that gained facts (facts read on demand, evidence) and close
+        the fact cache: once, when nothing more will be read (the end of an audit)."""
+        self.flush()
+        self.store.close()
+
+    def flush(self) -> None:
+        """Write the open bundles that gained facts (see :meth:`close`)."""
         for bundle in self._bundles.values():
             if bundle.dirty:
                 values = bundle.values
@@ -798,8 +804,7 @@ def audit(
              "facts_cached": stats["facts_cached"] + stats["facts_extracted"],
              "evidence_facts_cached": stats["evidence_facts_cached"] + stats["evidence_facts_extracted"]},
         ))
-    extraction.flush_evidence()
-    extraction.store.close()
+    extraction.close()
     return _report(config, codes, artifacts, environment, findings, suppressions, probes, evidence_inputs.refs(),
                    {**stats, "snapshot_reused": False}, started, command)
 
