@@ -87,12 +87,14 @@ class RuleContext:
         may_have = getattr(self._facts, "may_have", None)
         return may_have(key) if may_have is not None else key in self._facts
 
-    def prefetch(self, extractor: str, members: Iterable[tuple["Artifact", str]]) -> None:
-        """Extract at once the facts of ``extractor`` that :meth:`fact` will be asked for these
-        (artifact, member path) pairs: facts of on-demand extractors not read yet are extracted
-        in the worker processes, not one by one as each is read (nothing else changes)."""
+    def prefetch(self, extractors: str | tuple[str, ...], members: Iterable[tuple["Artifact", str]]) -> None:
+        """Extract at once the facts of ``extractors`` (a name or several) that :meth:`fact` will be
+        asked for these (artifact, member path) pairs: facts of on-demand extractors not read yet
+        are extracted in the worker processes, not one by one as each is read, and the facts of one
+        member share its parse (nothing else changes)."""
         index = self._index
-        self._prefetch((index[id(art)], path, extractor) for art, path in members)
+        names = (extractors,) if isinstance(extractors, str) else extractors
+        self._prefetch((index[id(art)], path, n) for art, path in members for n in names)
 
     def _prefetch(self, keys: Iterable[tuple[int, str, str]]) -> None:
         prefetch = getattr(self._facts, "prefetch", None)

@@ -434,13 +434,24 @@ class ModuleUniverse:
         return (self.has_fact is not None and entry.artifact is not None and member is not None
                 and member.endswith(".py") and self.has_fact(entry.artifact, member, "python_source"))
 
-    def prefetch_closures(self, roots: Iterable[str]) -> None:
+    def prefetch_facts(self, entries: Iterable[ModuleEntry], extractors: tuple[str, ...] = ("python_source",)) -> None:
+        """Have the facts of these artifact modules (``entry.facts``, ``entry.stub``) extracted in one
+        batch, before they are read one module at a time; ``extractors`` for their ``.py`` files."""
+        if self.prefetch is None:
+            return
+        entries = [e for e in entries if e.artifact is not None and e._load is not None]
+        self.prefetch(extractors, [(e.artifact, e.member) for e in entries if (e.member or "").endswith(".py")])
+        self.prefetch("python_source", [(e.artifact, e.stub_member) for e in entries if e.stub_member])
+
+    def prefetch_closures(self, roots: Iterable[str], *, with_facts: bool = False) -> None:
         """Have the import-time programs of the modules importing ``roots`` reaches extracted in
         waves, one batch per level of a walk over their module-level imports, before the
         closures read them one module at a time (they would be extracted one by one, serially).
 
         A prediction only: the imports of every program met count, conditional or not, and
         what the closures read beyond (a function a module calls) is still read when needed.
+        ``with_facts``: the roots' python_source facts (and their stubs') too, in the same
+        batch (the verdicts about their submodules read them): one parse for both.
         """
         if self.prefetch is None:
             return
@@ -448,6 +459,10 @@ class ModuleUniverse:
         for root in roots:
             parts = root.split(".")
             frontier.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+        if with_facts:
+            # the parse of a root serves its program and its facts alike: one batch
+            self.prefetch_facts([e for r in sorted(set(roots)) if (e := self.entries.get(r)) is not None],
+                                ("import_time", "python_source"))
         seen: set[str] = set()
         while frontier:
             seen |= frontier

@@ -190,6 +190,9 @@ class Extractor:
     #: problems must be the format check's too (one parse of the member fails alike), so that
     #: leaving a member unread reports the same findings.
     on_demand: ClassVar[bool] = False
+    #: an on-demand extractor that costs little beside the parse it shares (a walk of module-level
+    #: statements): extracted whenever another on-demand fact of its member is, saving a parse later
+    extracted_along: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -84,12 +84,8 @@ def _package_traps(ctx) -> list[_PackageTrap]:
             mods = m.modules.get(i, {})
             for parent, sub in public_submodules(uni, mods):
                 pairs.setdefault(i, []).append((parent, sub))
-        # what the verdicts read, extracted in batches: the parents' own facts and the programs
-        # their imports reach
-        parents = {(i, parent) for i, plist in pairs.items() for parent, _ in plist}
-        ctx.prefetch(FACTS, [(ctx.artifacts[i], m.modules[i][p].member) for i, p in sorted(parents)
-                             if (m.modules[i][p].member or "").endswith(".py")])
-        uni.prefetch_closures(sorted({p for _, p in parents}))
+        # what the verdicts read, extracted in batches: the parents' facts and the programs their imports reach
+        uni.prefetch_closures(sorted({parent for plist in pairs.values() for parent, _ in plist}), with_facts=True)
         # [tool.cuaudit.allow] submodule-traps = ["numpy.distutils.*"]: submodules meant to be
         # imported explicitly (the maintainer's choice, not an oversight)
         allowed = ctx.config.allowed("submodule-traps")
@@ -371,6 +367,8 @@ class LazyTableMismatch(Rule):
     def check(self, ctx) -> Iterator[Finding]:
         m = _model(ctx)
         uni = m.universe
+        uni.prefetch_facts(e for mods in m.modules.values() for n, e in sorted(mods.items())
+                           if e.kind == "package" and uni.entries.get(n) is e)
         for i, mods in m.modules.items():
             art = ctx.artifacts[i]
             for name, entry in sorted(mods.items()):
