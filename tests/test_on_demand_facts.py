@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import make_tree
+from conftest import make_installed, make_tree
 
 from cuaudit import audit
 from cuaudit.config import Config
@@ -35,14 +35,15 @@ PACKAGE = {
 
 
 def _installed(tmp_path: Path, files: dict[str, str], *, compiled: bool = True, sub: str = "site") -> InstalledDistribution:
-    site = tmp_path / sub
-    make_tree(site, {"pkg-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n",
-                     "pkg-1.0.dist-info/top_level.txt": "pkg\n", **files})
-    if compiled:  # what an installer does (pip compiles every module it installs)
+    dist = make_installed(tmp_path / sub, "pkg", files)
+    if compiled:  # what an installer does (pip compiles every module it installs, where it can)
         for rel in files:
             if rel.endswith(".py"):
-                _compile(site / rel)
-    return InstalledDistribution(None, "pkg", "1.0", str(site / "pkg-1.0.dist-info"))
+                try:
+                    _compile(tmp_path / sub / rel)
+                except py_compile.PyCompileError:
+                    pass
+    return dist
 
 
 def _compile(source: Path, mode: py_compile.PycInvalidationMode = py_compile.PycInvalidationMode.TIMESTAMP) -> Path:
@@ -86,21 +87,27 @@ def test_without_bytecode_the_format_check_parses_every_module(tmp_path, parsed)
     assert "pkg/_unread.py" in parsed  # the format check itself (CU006 must be found wherever it is)
 
 
+def _fresh(dist: InstalledDistribution) -> InstalledDistribution:
+    """The same distribution listed again, as a new process lists it."""
+    return InstalledDistribution(None, dist.ref.name, dist.ref.version, dist.meta_dir)
+
+
 def test_on_demand_facts_are_cached_and_a_second_audit_extracts_nothing(tmp_path):
-    tree = make_tree(tmp_path / "t", {**PACKAGE, "pkg/broken.py": "def (:\n"})
+    dist = _installed(tmp_path, {**PACKAGE, "pkg/broken.py": "def (:\n"})
+    tree = Path(dist.ref.path)
     config = Config(cache=True, cache_dir=str(tmp_path / "cache"), jobs=1)
-    first = audit([str(tree)], config=config, command="explain")  # explain keeps no snapshot
+    first = audit([_fresh(dist)], config=config, command="explain")  # explain keeps no snapshot
     assert first.stats["facts_extracted"] > 0
-    again = audit([str(tree)], config=config, command="explain")
+    again = audit([_fresh(dist)], config=config, command="explain")
     assert again.stats["facts_extracted"] == 0
     assert again.stats["facts_cached"] == first.stats["facts_extracted"] + first.stats["facts_cached"]
     assert [f.fingerprint() for f in again.findings] == [f.fingerprint() for f in first.findings]
     assert "CU006" in {f.code for f in again.findings}
     # one module changed: only what is read of it is extracted again, and its new content is what counts
     (tree / "pkg" / "core.py").write_text("import os\nimport json\n")
-    third = audit([str(tree)], config=config, command="explain")
+    third = audit([_fresh(dist)], config=config, command="explain")
     assert 0 < third.stats["facts_extracted"] <= 6
-    uncached = audit([str(tree)], config=Config(cache=False, jobs=1), command="explain")
+    uncached = audit([_fresh(dist)], config=Config(cache=False, jobs=1), command="explain")
     assert [f.fingerprint() for f in third.findings] == [f.fingerprint() for f in uncached.findings]
 
 
@@ -108,22 +115,30 @@ def test_a_batch_in_the_workers_gives_the_facts_one_by_one_reads_give(tmp_path):
     from cuaudit.engine import gather
 
     files = {f"pkg/m{i}.py": f"import os\nfrom . import m{(i + 1) % 90}\nX{i} = os.sep\n" for i in range(90)}
-    tree = make_tree(tmp_path / "t", {"pkg/__init__.py": "from . import m0\n", **files})
+    dist = _installed(tmp_path, {"pkg/__init__.py": "from . import m0\n", **files}, compiled=False)
     names = ("import_time", "python_source", "module_imports")
-    serial = gather([str(tree)], config=Config(cache=False, jobs=1), extractors=names)
+    serial = gather([_fresh(dist)], config=Config(cache=False, jobs=1), extractors=names)
     one_by_one = {k: serial.extraction.facts.get(k) for k in sorted(serial.extraction.facts.pending)}
-    batch = gather([str(tree)], config=Config(cache=False, jobs=2), extractors=names)
+    batch = gather([_fresh(dist)], config=Config(cache=False, jobs=2), extractors=names)
     facts = batch.extraction.facts
     facts.prefetch(sorted(facts.pending))
     assert not facts.pending and batch.extraction.extracted == len(one_by_one) > 200
     assert {k: facts.get(k) for k in one_by_one} == one_by_one
 
 
-def test_module_imports_come_along_with_the_program_of_their_member(tmp_path):
+def test_the_code_under_audit_is_extracted_up_front_with_its_one_parse(tmp_path):
     from cuaudit.engine import gather
 
     tree = make_tree(tmp_path / "t", PACKAGE)
-    got = gather([str(tree)], config=Config(cache=False, jobs=1), extractors=("import_time", "module_imports"))
+    got = gather([str(tree)], config=Config(cache=False, jobs=1), extractors=("format", "import_time", "python_source"))
+    assert not got.extraction.facts.pending
+    assert dict.get(got.extraction.facts, (0, "pkg/_unread.py", "import_time")) is not None
+
+
+def test_module_imports_come_along_with_the_program_of_their_member(tmp_path):
+    from cuaudit.engine import gather
+
+    got = gather([_installed(tmp_path, PACKAGE)], config=Config(cache=False, jobs=1), extractors=("import_time", "module_imports"))
     facts = got.extraction.facts
     facts.get((0, "pkg/core.py", "import_time"))
     assert (0, "pkg/core.py", "module_imports") not in facts.pending  # the same parse gave it

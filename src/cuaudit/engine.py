@@ -278,6 +278,15 @@ def _bundle_key(member_keys: list[str]) -> str:
     return f"bundle:{digest}"
 
 
+def _reads_on_demand(artifact: Artifact) -> bool:
+    """Whether the facts of on-demand extractors wait to be read for this artifact: an installed
+    distribution's.  An environment is what audited code resolves against, and its rules read a
+    third of its modules' programs; a wheel, sdist or tree is the code under audit, whose sources
+    the format check parses anyway and whose python_source facts the rules read whole (an installed
+    source with valid bytecode is not parsed by the format check: see facts/format_check.py)."""
+    return artifact.ref.kind is ArtifactKind.INSTALLED
+
+
 class Extraction:
     """Facts for every (member, extractor) pair, from the cache or extracted now."""
 
@@ -311,9 +320,10 @@ class Extraction:
         self._artifacts = list(artifacts)
         self.facts.load = self._load
         for i, art in enumerate(artifacts):
+            deferring = _reads_on_demand(art)
             for m in art.members:
                 names = wanted(m)
-                if names and on_demand.intersection(names):
+                if deferring and names and on_demand.intersection(names):
                     for n in names:
                         if n in on_demand:
                             deferred[(i, m.path, n)] = m
