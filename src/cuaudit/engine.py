@@ -397,8 +397,8 @@ class Extraction:
         bundles: dict[int, _OpenBundle] = {}
         along = [n for n in facts_registry.all_extractors() if facts_registry.get(n).extracted_along]
         # an extractor cheap beside the parse comes along with any other on-demand fact of a member
-        wanted = list(wanted) + [(i, path, n) for i, path, name in wanted for n in along
-                                 if n != name and (i, path, n) in pending]
+        wanted = list(wanted) + [(i, path, n) for i, path, name in wanted if facts_registry.get(name).parses
+                                 for n in along if n != name and (i, path, n) in pending]
         for key in wanted:
             member = pending.pop(key, None)
             if member is None:

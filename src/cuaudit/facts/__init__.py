@@ -193,6 +193,9 @@ class Extractor:
     #: an on-demand extractor that costs little beside the parse it shares (a walk of module-level
     #: statements): extracted whenever another on-demand fact of its member is, saving a parse later
     extracted_along: ClassVar[bool] = False
+    #: whether extracting always parses the member (False: it may answer from a look at the bytes);
+    #: ``extracted_along`` facts come along only with an extractor that parses
+    parses: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -874,6 +874,10 @@ class PromotionSourceExtractor(Extractor):
 
     name = "promotion_source"
     version = 5  # 5: Python scalars passed to fused kernels (CU407)
+    #: the rules skip an installed distribution's tests (over half the modules naming numpy in an
+    #: environment): their facts are never extracted
+    on_demand = True
+    parses = False  # text naming neither numpy nor cupy is answered without a parse (see extract)
 
     def applies(self, member: Member) -> bool:
         return member.kind is MemberKind.PYTHON or (member.kind is MemberKind.BUILD and member.path.endswith(".py"))
