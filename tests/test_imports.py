@@ -497,3 +497,22 @@ def test_allow_list_for_submodules_meant_to_be_imported(wheel_factory):
     whl = wheel_factory("pkg", "1.0", PKG)
     report = audit([str(whl)], config=Config(cache=False, select=("CU1",), allow={"submodule-traps": ("pkg.sub*",)}))
     assert keys(report, "CU101") + keys(report, "CU102") == ["pkg.missed"]
+
+
+def test_a_module_of_an_artifact_added_later_exists():
+    """The universe remembers the names no module answers (`from pkg import function` asks
+    about many); an artifact added afterwards may provide one of them, and then
+    the name exists."""
+    from types import SimpleNamespace
+
+    from cuaudit.analysis.module_tree import ModuleUniverse
+    from cuaudit.model import ArtifactKind
+
+    def tree(*paths: str) -> SimpleNamespace:
+        return SimpleNamespace(ref=SimpleNamespace(kind=ArtifactKind.TREE), members=[SimpleNamespace(path=p) for p in paths])
+
+    uni = ModuleUniverse(None)
+    uni.add_artifact(tree("a/__init__.py"), lambda *_: None)
+    assert uni.exists("a") and not uni.exists("b.sub") and not uni.exists("b.sub")
+    uni.add_artifact(tree("b/__init__.py", "b/sub.py"), lambda *_: None)
+    assert uni.exists("b.sub") and uni.exists("b") and not uni.exists("b.other")

@@ -64,6 +64,11 @@ class ModuleRun:
 
 _UNKNOWN = object()
 _RUNS = Truth(True, "", "")
+#: effects :meth:`ImportTimeModel.run` applies nothing for (:meth:`ImportTimeModel.final_binding`
+#: reads bindings and deletions from the program itself); their conditions are still evaluated
+_INERT = frozenset({"bind", "del"})
+#: the functions followed so far from an effect that is not a call: none, and none are added
+_NO_CALLS: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,9 @@ class ImportTimeModel:
         self._truths: dict[tuple[str, Condition], Truth] = {}  # conditions outside a try's handlers
         self._bindings: dict[tuple[str, str], tuple[str, Effect | None, Truth]] = {}
         self._failures: dict[str, str] = {}
+        self._chains: dict[str, tuple[str, ...]] = {}  # dotted name -> it and its parents
+        #: module -> (its program, effect indexes by the name they bind, its star imports' indexes)
+        self._binder_index: dict[str, tuple[ImportTimeFacts, dict[str, list[int]], list[int]]] = {}
         #: module -> (values of its `bind` effects by name, its last `import` effect by bound name)
         self._names: dict[str, tuple[dict[str, list[str]], dict[str, Effect]]] = {}
 
@@ -180,9 +188,13 @@ class ImportTimeModel:
             # also a standard-library name this platform lacks (`winreg` on Linux)
             why = f"{top} is not installed"
         elif _depth < 64:
+            failures = self._failures
             parts = module.split(".")
             for i in range(1, len(parts)):
-                inner = self.failure(".".join(parts[:i]), _depth + 1)
+                parent = ".".join(parts[:i])
+                inner = failures.get(parent)
+                if inner is None:
+                    inner = self.failure(parent, _depth + 1)
                 if inner:
                     why = inner
                     break
@@ -192,12 +204,14 @@ class ImportTimeModel:
             for e in prog.effects if prog is not None else ():
                 if why:
                     break
-                if not self._raising_import(e, module) or e.try_lines:
+                if e.try_lines or (e.kind != "import" and not self._raising_import(e, module)):
                     continue
-                if self.runs(module, e.conditions, e.line).value is not True:
+                if e.conditions and self.runs(module, e.conditions, e.line).value is not True:
                     continue
                 for target in self._import_targets(e, module, is_pkg):
-                    inner = self.failure(target, _depth + 1)
+                    inner = failures.get(target)
+                    if inner is None:
+                        inner = self.failure(target, _depth + 1)
                     if inner:
                         why = inner  # the root cause (`msgpack is not installed`)
                         break
@@ -242,7 +256,7 @@ class ImportTimeModel:
             return True
         return e.callee == "import_module" and self._imported_object(module, "import_module") == ("importlib", "import_module")
 
-    def _import_targets(self, e: Effect, module: str, is_pkg: bool) -> list[str]:
+    def _import_targets(self, e: Effect, module: str, is_pkg: bool) -> tuple[str, ...]:
         """The modules an import effect imports, outermost first."""
         if e.kind == "dynamic-import":
             base = e.module
@@ -252,11 +266,10 @@ class ImportTimeModel:
         else:
             base = absolute_module(e.module, e.level, module, is_pkg) or ""
         if not base:
-            return []
-        parts = base.split(".")
-        mods = [".".join(parts[: i + 1]) for i in range(len(parts))]
+            return ()
+        mods = self._prefixes(base)
         if e.kind == "import" and e.name and e.name not in ("*", "as") and self.universe.exists(f"{base}.{e.name}"):
-            mods.append(f"{base}.{e.name}")
+            mods += (f"{base}.{e.name}",)
         return mods
 
     def _eval(self, node: ast.AST, module: str, assumed: list[str]) -> object:
@@ -359,8 +372,9 @@ class ImportTimeModel:
     # -- running a module ---------------------------------------------------------------------
     def run(self, module: str) -> ModuleRun | None:
         """Sure and maybe imports of running ``module``'s top level, or None without a program."""
-        if module in self._runs:
-            return self._runs[module]
+        got = self._runs.get(module)  # asked for every module of every closure: first
+        if got is not None:
+            return got
         prog = self.program_for(module)
         if prog is None:
             return None
@@ -368,44 +382,66 @@ class ImportTimeModel:
         self._runs[module] = out  # cycles: a module being run imports nothing new
         entry = self.universe.get(module)
         is_pkg = bool(entry and entry.is_package)
+        runs, effect = self.runs, self._effect
         for e in prog.effects:
-            t = self.runs(module, e.conditions, e.line, e.try_lines)
-            if t.value is False:
-                continue
-            if t.assumed:
-                out.assumptions.add(t.assumed)
-            self._effect(module, is_pkg, prog, e, out, t, 0, set(), {})
+            if e.conditions or e.try_lines:
+                t = runs(module, e.conditions, e.line, e.try_lines)
+                if t.value is False:
+                    continue
+                if t.assumed:
+                    out.assumptions.add(t.assumed)
+            else:
+                t = _RUNS
+            kind = e.kind
+            if kind == "call":
+                effect(module, is_pkg, prog, e, out, t, 0, set())
+            elif kind not in _INERT:
+                effect(module, is_pkg, prog, e, out, t, 0, _NO_CALLS)
         return out
 
-    def _add(self, out: ModuleRun, mods: list[str], t: Truth, where: str = "") -> None:
+    def _add(self, out: ModuleRun, mods: list[str] | tuple[str, ...], t: Truth, module: str = "", line: int = 0) -> None:
+        """Record imported ``mods`` (outermost first); with ``module``, the import at its ``line``
+        stops at the first that fails."""
+        failures = self._failures
+        sure, maybe = out.sure, out.maybe
         for m in mods:
-            why = self.failure(m) if where else ""
-            if why:
-                # a failed import leaves neither it nor what it would have imported next
-                out.failed.setdefault(m, f"{where} tries to import it, which fails: {why}")
-                break
+            if module:
+                why = failures.get(m)  # the memo first: 180 k imports name known modules
+                if why is None:
+                    why = self.failure(m)
+                if why:
+                    # a failed import leaves neither it nor what it would have imported next
+                    out.failed.setdefault(m, f"{module}:{line} tries to import it, which fails: {why}")
+                    break
             if t.value is True:
-                out.sure.add(m)
-                out.maybe.pop(m, None)
-            elif m not in out.sure:
-                out.maybe.setdefault(m, t.reason)
+                sure.add(m)
+                maybe.pop(m, None)
+            elif m not in sure:
+                maybe.setdefault(m, t.reason)
+
+    def _prefixes(self, base: str) -> tuple[str, ...]:
+        """``a``, ``a.b``, ``a.b.c`` for ``a.b.c``: the modules importing it imports, outermost first."""
+        got = self._chains.get(base)
+        if got is None:
+            parts = base.split(".")
+            got = self._chains[base] = tuple(".".join(parts[: i + 1]) for i in range(len(parts)))
+        return got
 
     def _effect(self, module: str, is_pkg: bool, prog: ImportTimeFacts, e: Effect, out: ModuleRun, t: Truth, depth: int,
-                seen: set, args: dict[str, str] | None = None) -> None:
+                seen: set[tuple[str, str]] | frozenset[tuple[str, str]], args: dict[str, str] | None = None) -> None:
         """Apply one effect; ``args``: the literal arguments the followed call passed, by parameter."""
-        args = args or {}
-        u = self.universe
         if e.kind == "import":
             base = absolute_module(e.module, e.level, module, is_pkg)
             if not base:
                 return
-            parts = base.split(".")
-            mods = [".".join(parts[: i + 1]) for i in range(len(parts))]
-            if e.level or e.name:
-                if e.name and e.name != "*" and u.exists(f"{base}.{e.name}"):
-                    mods.append(f"{base}.{e.name}")
-            self._add(out, mods, t, f"{module}:{e.line}")
-        elif e.kind == "dynamic-import":
+            mods = self._prefixes(base)
+            if e.name and e.name != "*" and self.universe.exists(f"{base}.{e.name}"):
+                mods += (f"{base}.{e.name}",)
+            self._add(out, mods, t, module, e.line)
+            return
+        args = args or {}
+        u = self.universe
+        if e.kind == "dynamic-import":
             if not e.module and e.bound and args.get(e.bound):
                 e = dataclasses.replace(e, module=args[e.bound])
             if not e.module and e.loop_var and not args:
@@ -441,7 +477,9 @@ class ImportTimeModel:
         elif e.kind == "swap":
             out.swapped = out.swapped or f"{module}:{e.line} replaces a module in sys.modules"
         elif e.kind == "call" and depth < CALL_DEPTH:
-            target = self.callable(module, e.callee)
+            target = self._callables.get((module, e.callee), _UNKNOWN)  # most calls: asked before
+            if target is _UNKNOWN:
+                target = self.callable(module, e.callee)
             if target is None:
                 return
             where, fname = target
@@ -710,9 +748,7 @@ class ImportTimeModel:
         entry = self.universe.get(module)
         is_pkg = bool(entry and entry.is_package)
         result: tuple[str, Effect | None, Truth] = ("none", None, Truth(True))
-        for e in prog.effects:
-            if (e.bound != name and not (e.kind == "import" and e.name == "*")) or e.kind not in ("import", "bind", "del"):
-                continue
+        for e in self._binders(module, prog, name):
             t = self.runs(module, e.conditions, e.line, e.try_lines)
             if t.value is False:
                 continue
@@ -753,6 +789,23 @@ class ImportTimeModel:
                 result = (what, e, t)
         return result
 
+    def _binders(self, module: str, prog: ImportTimeFacts, name: str) -> list[Effect]:
+        """The effects of ``prog`` that may bind ``name`` (imports, bindings, deletions of it, and
+        star imports), in program order: every public submodule of a package asks for its own
+        name (sympy's ``__init__`` holds 920 effects)."""
+        index = self._binder_index.get(module)
+        if index is None or index[0] is not prog:
+            by_name: dict[str, list[int]] = {}
+            stars: list[int] = []
+            for i, e in enumerate(prog.effects):
+                if e.kind == "import" and e.name == "*":
+                    stars.append(i)
+                elif e.kind in ("import", "bind", "del"):
+                    by_name.setdefault(e.bound, []).append(i)
+            index = self._binder_index[module] = (prog, by_name, stars)
+        _, by_name, stars = index
+        found = by_name.get(name, [])
+        return [prog.effects[i] for i in (sorted(found + stars) if stars else found)]
 
     def _star_binding(self, src: str, name: str, depth: int) -> str:
         """What ``from src import *`` binds ``name`` to: ``module:<dotted>``, ``object`` or ``none``.

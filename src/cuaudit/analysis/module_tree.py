@@ -23,7 +23,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
-from cuaudit.analysis.import_time import ImportTimeModel, absolute_module
+from cuaudit.analysis.import_time import ImportTimeModel, ModuleRun, absolute_module
 from cuaudit.facts.evidence import Evidence
 from cuaudit.facts.import_time import ImportTimeFacts
 from cuaudit.facts.python_source import ImportRecord, PythonSourceFacts, platform_allows
@@ -236,6 +236,9 @@ class ModuleUniverse:
         self.stdlib_root = self.stdlib.fs_path("") if self.stdlib is not None else None
         self._stdlib_top = set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
         self._not_stdlib: set[str] = set()
+        #: names exists() found no module for: asked again, they are still none (a module added
+        #: later is in ``entries``, which exists() reads first)
+        self._absent: set[str] = set()
         self._closure: dict[tuple[str, bool], frozenset[str]] = {}
         self._graphs: dict[bool, _Components] = {}
         self._direct: dict[str, tuple[frozenset[str], bool]] = {}
@@ -244,6 +247,7 @@ class ModuleUniverse:
         self._named: dict[str, dict[str, str]] = {}  # module -> bare names its calls pass -> where
         self._named_by_parent: dict[tuple[str, frozenset[str]], dict[str, str]] = {}  # the same over a parent's folder
         self._maybe: dict[frozenset[str], tuple[dict[str, str], tuple[str, ...]]] = {}  # closure -> maybe_imported
+        self._telling: dict[frozenset[str], tuple[ModuleRun, ...]] = {}  # closure -> _telling_runs
         # ("failed", closure) -> module -> why its import fails;
         # ("computed", closure) -> package -> a computed import into it
         self._run_reasons: dict[tuple[str, frozenset[str]], dict[str, str]] = {}
@@ -315,7 +319,14 @@ class ModuleUniverse:
         return entry is not None and entry.origin == "stdlib"
 
     def exists(self, name: str) -> bool:
-        return self.get(name) is not None
+        if name in self.entries:
+            return True
+        if name in self._absent:
+            return False  # most names `from pkg import name` asks about are functions and classes
+        if self.get(name) is not None:
+            return True
+        self._absent.add(name)
+        return False
 
     # -- imports ----------------------------------------------------------------------------
     def resolve(self, imp: ImportRecord, importer: str, importer_is_package: bool) -> str | None:
@@ -536,13 +547,25 @@ class ModuleUniverse:
             got = self._maybe[imported] = self._find_maybe_imported(imported)
         return got
 
+    def _telling_runs(self, imported: frozenset[str]) -> tuple[ModuleRun, ...]:
+        """The runs of a closure's modules, in name order, that import anything only maybe, fail an
+        import, compute a module name or import a name the model cannot compute: what the closure's
+        verdicts read (most runs do none of it), gathered once per closure."""
+        got = self._telling.get(imported)
+        if got is None:
+            runs = self.model.run
+            found = []
+            for m in sorted(imported):
+                run = runs(m) if m in self._programs else None
+                if run is not None and (run.maybe or run.failed or run.computed or run.opaque):
+                    found.append(run)
+            got = self._telling[imported] = tuple(found)
+        return got
+
     def _find_maybe_imported(self, imported: frozenset[str]) -> tuple[dict[str, str], tuple[str, ...]]:
         maybe: dict[str, str] = {}
         opaques: set[str] = set()
-        for m in sorted(imported):
-            run = self.model.run(m) if m in self._programs else None
-            if run is None:
-                continue
+        for run in self._telling_runs(imported):
             if run.opaque:
                 opaques.add(run.opaque)
             for mod, why in run.maybe.items():
@@ -917,9 +940,11 @@ class ModuleUniverse:
                 prog = self.program(m)
                 for effects in [prog.effects] + [f.effects for f in prog.functions] if prog is not None else ():
                     for e in effects:
+                        if not e.kwargs or e.kind != "call":
+                            continue
                         # keyword arguments only: a positional name is more often a library's
                         # (cupy's `_preload_library('cutensor')`) than a module's
-                        for a in tuple(v for _, v in e.kwargs) if e.kind == "call" else ():
+                        for _, a in e.kwargs:
                             if a.isidentifier():
                                 names.setdefault(a, f"{self.get(m).display}:{e.line} passes {a!r} to {e.callee}()")
             for a, where in names.items():
@@ -943,9 +968,8 @@ class ModuleUniverse:
         found = self._run_reasons.get((what, imported))
         if found is None:
             found = self._run_reasons[(what, imported)] = {}
-            for m in sorted(imported):
-                run = self.model.run(m) if m in self._programs else None
-                for name, why in getattr(run, what).items() if run is not None else ():
+            for run in self._telling_runs(imported):
+                for name, why in getattr(run, what).items():
                     found.setdefault(key(name), why)
         return found
 

@@ -34,11 +34,12 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from cuaudit.facts import CompactState, Extractor, MemberReader
+from cuaudit.facts import CompactState, Extractor, MemberReader, compact
 from cuaudit.formats.python import child_nodes, preorder, walk
 from cuaudit.model import Member, MemberKind
 
 
+@compact
 @dataclass(frozen=True)
 class Condition(CompactState):
     """One test an effect runs under: ``expr`` (source text) must be ``truth``.
@@ -57,6 +58,7 @@ class Condition(CompactState):
     try_line: int = 0
 
 
+@compact
 @dataclass(frozen=True)
 class Effect(CompactState):
     """One thing the interpreter does at import time.
@@ -96,6 +98,7 @@ class Effect(CompactState):
     loop_values: tuple[str, ...] = ()
 
 
+@compact
 @dataclass(frozen=True)
 class FunctionBody(CompactState):
     """A function or method: the effects of running it (conditions inside it are ignored)."""
@@ -225,19 +228,23 @@ def parse_import_time(text: str) -> ImportTimeFacts | None:
 
 def dotted(node: ast.AST) -> str:
     """``a.b.c`` for a Name/Attribute chain, else ""."""
+    t = type(node)
+    if t is ast.Name:
+        return node.id  # type: ignore[attr-defined, no-any-return]  # most callees
     parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
+    while t is ast.Attribute:
+        parts.append(node.attr)  # type: ignore[attr-defined]
+        node = node.value  # type: ignore[attr-defined]
+        t = type(node)
+    if t is ast.Name:
+        parts.append(node.id)  # type: ignore[attr-defined]
         return ".".join(reversed(parts))
     return ""
 
 
 def _literal_strings(args: list[ast.expr]) -> tuple[str, ...]:
     """Positional arguments: the string of a literal, "" for anything else (positions are kept)."""
-    return tuple(a.value if isinstance(a, ast.Constant) and isinstance(a.value, str) else "" for a in args)
+    return tuple([a.value if type(a) is ast.Constant and type(a.value) is str else "" for a in args])  # type: ignore[attr-defined]
 
 
 def _table_keys(node: ast.AST) -> tuple[str, ...] | None:
@@ -307,9 +314,9 @@ def _call_effect(n: ast.Call, conds: tuple[Condition, ...]) -> Effect | None:
                       expr=expr if len(expr) <= 200 else "",
                       package=given.value if isinstance(given, ast.Constant) and isinstance(given.value, str) else "")
     if name:
-        kwargs = tuple((k.arg, k.value.value) for k in n.keywords
-                       if k.arg and isinstance(k.value, ast.Constant) and isinstance(k.value.value, str))
-        return Effect("call", n.lineno, conds, callee=name, args=_literal_strings(n.args), kwargs=kwargs)
+        kwargs = tuple([(k.arg, k.value.value) for k in n.keywords  # type: ignore[attr-defined]
+                        if k.arg and type(k.value) is ast.Constant and type(k.value.value) is str]) if n.keywords else ()
+        return Effect("call", n.lineno, conds, callee=name, args=_literal_strings(n.args) if n.args else (), kwargs=kwargs)
     return None
 
 
@@ -627,18 +634,19 @@ class _Reader:
     def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> FunctionBody:
         effects: list[Effect] = []
         for sub in _own_nodes(node.body):
-            if isinstance(sub, (ast.Import, ast.ImportFrom)):
-                effects.extend(_import_effects(sub, ()))
-            elif isinstance(sub, ast.Call):
-                effect = _call_effect(sub, ())
+            kind = type(sub)
+            if kind is ast.Call:
+                effect = _call_effect(sub, ())  # type: ignore[arg-type]
                 if effect is not None:
                     effects.append(effect)
-                source = _globals_update(sub)
+                source = _globals_update(sub) if type(sub.func) is ast.Attribute else None  # type: ignore[attr-defined]
                 if source is not None:
                     # `globals()` in a function is its own module's namespace (cuda.core's
                     # `_import_versioned_module()`)
                     effects.append(Effect("globals-update", sub.lineno, value=source))
-            elif isinstance(sub, ast.Assign) and any(
+            elif kind is ast.Import or kind is ast.ImportFrom:
+                effects.extend(_import_effects(sub, ()))  # type: ignore[arg-type]
+            elif kind is ast.Assign and any(
                     isinstance(t, ast.Subscript) and dotted(t.value) == "sys.modules" for t in sub.targets):
                 # cryptography's utils.deprecated(): the caller's module is replaced by a wrapper
                 effects.append(Effect("swap", sub.lineno))

@@ -18,13 +18,14 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from cuaudit.facts import Extractor, MemberReader
+from cuaudit.facts import CompactState, Extractor, MemberReader, compact
 from cuaudit.formats.python import PythonModule
 from cuaudit.model import Member, MemberKind
 
 
+@compact
 @dataclass(frozen=True)
-class ImportStmt:
+class ImportStmt(CompactState):
     module: str  # as written ('' for `from . import x`)
     level: int  # leading dots
     names: tuple[str, ...]  # for `from M import a, b`; () for `import M`

@@ -247,16 +247,21 @@ class _Analysis:
 
     def qualname(self, node: ast.AST) -> str | None:
         """``np.random.rand`` -> ``numpy.random.rand`` through the module's imports."""
+        t = type(node)
+        if t is ast.Name:
+            return self.aliases.get(node.id)  # type: ignore[attr-defined]  # most callees
         parts: list[str] = []
-        while isinstance(node, ast.Attribute):
-            parts.append(node.attr)
-            node = node.value
-        if not isinstance(node, ast.Name):
+        while t is ast.Attribute:
+            parts.append(node.attr)  # type: ignore[attr-defined]
+            node = node.value  # type: ignore[attr-defined]
+            t = type(node)
+        if t is not ast.Name:
             return None
-        base = self.aliases.get(node.id)
+        base = self.aliases.get(node.id)  # type: ignore[attr-defined]
         if base is None:
             return None
-        return ".".join([base, *reversed(parts)])
+        parts.append(base)
+        return ".".join(reversed(parts))
 
     def collect_imports(self, nodes: Iterable[ast.AST]) -> None:
         for node in nodes:
@@ -782,6 +787,10 @@ def _build_scopes(tree: ast.Module) -> list[_Scope]:
     while stack:
         node = pop()
         t = type(node)
+        if t in leaves:  # half of the nodes: names and constants (``global`` and ``nonlocal`` are kept)
+            if t in keep:
+                current.append(node)
+            continue
         if t is int:
             idx = node
             current = scopes[idx].nodes
@@ -807,8 +816,6 @@ def _build_scopes(tree: ast.Module) -> list[_Scope]:
             extend(body[::-1])
             push(len(scopes) - 1)  # the body is the new scope's
             extend(outer[::-1])  # decorators and defaults first, in this scope
-            continue
-        if t in leaves:
             continue
         for name, mixed in fields_of[t]:
             value = getattr(node, name, None)

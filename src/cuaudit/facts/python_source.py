@@ -29,15 +29,16 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping
 
-from cuaudit.facts import Extractor, MemberReader
-from cuaudit.formats.python import LEAVES, PythonModule, child_nodes, parse_python_text, preorder, walk
+from cuaudit.facts import CompactState, Extractor, MemberReader, compact
+from cuaudit.formats.python import BACKWARD_FIELDS, LEAVES, PythonModule, parse_python_text, preorder, walk
 from cuaudit.model import Member, MemberKind
 
 # -- the facts -------------------------------------------------------------------
 
 
+@compact
 @dataclass(frozen=True)
-class Binding:
+class Binding(CompactState):
     """A name bound in the module namespace at import time."""
 
     name: str
@@ -46,8 +47,9 @@ class Binding:
     conditional: bool = False  # inside a module-level if/try/with/for/while
 
 
+@compact
 @dataclass(frozen=True)
-class ImportRecord:
+class ImportRecord(CompactState):
     """One imported name, anywhere in the module.
 
     ``import a.b as c`` -> kind="import", module="a.b", asname="c";
@@ -114,8 +116,9 @@ class LazyAttach:
     submod_attrs: Mapping[str, tuple[str, ...]] | None
 
 
+@compact
 @dataclass(frozen=True)
-class AttributeChain:
+class AttributeChain(CompactState):
     """``root.a.b.c`` (the longest chain at this spot), with where it is.
 
     ``guard`` names the enclosing check that turns an AttributeError into an
@@ -231,8 +234,8 @@ _NESTED_SPECIAL = frozenset({
 })
 _TRY_STAR = getattr(ast, "TryStar", ast.Try)
 _NAMES_AND_GLOBALS = frozenset({ast.Name, ast.Global})
-#: where ``_walk_nested`` is: (scope, locals, guard, caught, inside a def or class)
-_Context = tuple[str, frozenset[str], Any, tuple[str, ...], bool]
+#: where ``_walk_nested`` is: (scope, enclosing functions, guard, caught, inside a def or class)
+_Context = tuple[str, tuple[ast.AST, ...], Any, tuple[str, ...], bool]
 _IN_PACKAGE_TESTS = re.compile(r"[^/]+/(tests|test)/")
 
 
@@ -380,7 +383,9 @@ class _Visitor:
         self._col = module.column
         self.bindings: list[Binding] = []
         self.imports: list[ImportRecord] = []
-        self.chains: list[AttributeChain] = []
+        #: attribute chains as ``_walk_nested`` finds them: (root, attrs, node, scope, functions, guard, caught)
+        self.found_chains: list[tuple[str, tuple[str, ...], ast.AST, str, tuple[ast.AST, ...], Any, tuple[str, ...]]] = []
+        self.locals_of: dict[ast.AST, frozenset[str]] = {}
         self.tables: dict[str, tuple[str, ...]] = {}
         self.dynamic: list[tuple[int, str]] = []
         self.dynamic_imports: list[str] = []
@@ -424,7 +429,7 @@ class _Visitor:
             lazy=self.lazy,
             # Only chains rooted at a name some import binds can reach a submodule; the rest
             # (every `self.x.y`) were 90% of a 156 MB cache for one environment's sources.
-            chains=tuple(c for c in self.chains if c.root in imported_names),
+            chains=self._chains(imported_names),
             string_tables=dict(self.tables),
             dynamic=tuple(self.dynamic),
             dynamic_imports=tuple(self.dynamic_imports),
@@ -646,51 +651,40 @@ class _Visitor:
         """Imports inside defs/classes and attribute chains everywhere, with their guards.
 
         Depth first in source order with an explicit stack: a context on the stack (scope,
-        locals, guard, caught, in a def) holds for the nodes popped after it, until the next
-        one (a recursive call per node was most of this pass).
+        enclosing functions, guard, caught, in a def) holds for the nodes popped after it, until
+        the next one (a recursive call per node was most of this pass).  A chain is kept as it
+        is found and made a fact at the end, once the imports say whether its root can reach a
+        module at all (nine chains in ten are ``self.x.y``): only then are its columns counted
+        and the locals of its functions gathered.
         """
-        ctx: _Context = ("module", frozenset(), None, (), False)
-        scope, locals_, guard, caught, in_def = ctx
+        ctx: _Context = ("module", (), None, (), False)
+        scope, functions, guard, caught, in_def = ctx
         stack: list[ast.AST | _Context] = list(roots)[::-1]
-        pop, push, extend = stack.pop, stack.append, stack.extend
-        special, leaves, future_annotations = _NESTED_SPECIAL, LEAVES, self.future_annotations
+        pop, push, extend, found = stack.pop, stack.append, stack.extend, self.found_chains.append
+        special, leaves, fields_of, node_type = _NESTED_SPECIAL, LEAVES, BACKWARD_FIELDS, ast.AST
+        future_annotations = self.future_annotations
         while stack:
             node = pop()
             t = type(node)
             if t is tuple:
                 ctx = node  # type: ignore[assignment]
-                scope, locals_, guard, caught, in_def = ctx
+                scope, functions, guard, caught, in_def = ctx
                 continue
             if t in special:
                 if t is ast.FunctionDef or t is ast.AsyncFunctionDef or t is ast.Lambda:
                     name = getattr(node, "name", "<lambda>")
                     inner = f"{name}" if scope == "module" else f"{scope}.{name}"
-                    args = node.args
-                    params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
-                    if args.vararg:
-                        params.add(args.vararg.arg)
-                    if args.kwarg:
-                        params.add(args.kwarg.arg)
                     body = node.body if isinstance(node.body, list) else [node.body]
-                    assigned = set(params)
-                    globals_: set[str] = set()
-                    for n in preorder(body, _NAMES_AND_GLOBALS):
-                        if type(n) is ast.Name:
-                            if type(n.ctx) is ast.Store:
-                                assigned.add(n.id)
-                        else:
-                            globals_.update(n.names)
-                    assigned -= globals_
                     push(ctx)  # after the body
                     extend(body[::-1])
-                    push((inner, locals_ | frozenset(assigned), guard, caught, True))
+                    push((inner, functions + (node,), guard, caught, True))
                     extend(getattr(node, "decorator_list", [])[::-1])  # in the enclosing scope
                     continue
                 if t is ast.ClassDef:
                     inner = node.name if scope == "module" else f"{scope}.{node.name}"
                     push(ctx)
                     extend(node.body[::-1])
-                    push((inner, locals_, guard, caught, True))
+                    push((inner, functions, guard, caught, True))
                     extend((node.decorator_list + node.bases)[::-1])
                     continue
                 if t is ast.Import or t is ast.ImportFrom:
@@ -716,7 +710,7 @@ class _Visitor:
                         extend(h.body[::-1])
                     push(ctx)
                     extend(node.body[::-1])
-                    push((scope, locals_, body_guard, caught + names, in_def))
+                    push((scope, functions, body_guard, caught + names, in_def))
                     continue
                 if t is ast.Call and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr"):
                     args = node.args
@@ -731,36 +725,69 @@ class _Visitor:
                         if root_attrs is not None and args[1].value.isidentifier():
                             root, attrs = root_attrs
                             kind = "hasattr" if node.func.id == "hasattr" else "getattr-default"
-                            self._add_chain(root, attrs + (args[1].value,), node, scope, locals_, (kind, node.lineno, ()), caught)
+                            found((root, attrs + (args[1].value,), node, scope, functions, (kind, node.lineno, ()), caught))
                             extend(args[2:][::-1])
                             continue
                 if t is ast.Attribute:
-                    found = _chain(node)
-                    if found is not None:
-                        root, attrs = found
-                        self._add_chain(root, attrs, node, scope, locals_, guard, caught)
+                    chain = _chain(node)
+                    if chain is not None:
+                        found((chain[0], chain[1], node, scope, functions, guard, caught))
                         continue
             # most nodes: nothing of their own, only children (names and constants have none)
-            extend([c for c in reversed(child_nodes(node)) if type(c) not in leaves])
+            for field, mixed in fields_of[t]:
+                value = getattr(node, field, None)
+                if type(value) is list:
+                    extend([v for v in reversed(value) if type(v) not in leaves and isinstance(v, node_type)] if mixed
+                           else [v for v in reversed(value) if type(v) not in leaves])
+                elif value is not None and type(value) not in leaves and isinstance(value, node_type):
+                    push(value)
 
-    def _add_chain(self, root: str, attrs: tuple[str, ...], node: ast.AST, scope: str, locals_: frozenset[str], guard, caught) -> None:
-        g, gl, _ = guard if guard else ("", 0, ())
-        end_line = getattr(node, "end_lineno", None) or node.lineno
-        self.chains.append(
-            AttributeChain(
+    def _chains(self, roots: set[str]) -> tuple[AttributeChain, ...]:
+        """The chains found whose root is one of ``roots``, as facts, in the order found."""
+        col = self._col
+        out = []
+        for root, attrs, node, scope, functions, guard, caught in self.found_chains:
+            if root not in roots:
+                continue
+            g, gl, _ = guard if guard else ("", 0, ())
+            end_line = getattr(node, "end_lineno", None) or node.lineno
+            out.append(AttributeChain(
                 root=root,
                 attrs=attrs,
                 line=node.lineno,
-                column=self._col(node.lineno, node.col_offset),
+                column=col(node.lineno, node.col_offset),
                 end_line=end_line,
-                end_column=self._col(end_line, getattr(node, "end_col_offset", 0) or 0),
+                end_column=col(end_line, getattr(node, "end_col_offset", 0) or 0),
                 scope=scope,
-                shadowed=root in locals_,
+                shadowed=any(root in self._own_locals(f) for f in functions),
                 guard=g,
                 guard_line=gl,
                 caught=tuple(caught),
-            )
-        )
+            ))
+        return tuple(out)
+
+    def _own_locals(self, func: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> frozenset[str]:
+        """A function's parameters and the names stored anywhere in its body (nested scopes
+        included), less its ``global``/``nonlocal`` names; once per function, when first asked."""
+        known = self.locals_of.get(func)
+        if known is not None:
+            return known
+        args = func.args
+        assigned = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+        if args.vararg:
+            assigned.add(args.vararg.arg)
+        if args.kwarg:
+            assigned.add(args.kwarg.arg)
+        body = func.body if isinstance(func.body, list) else [func.body]
+        globals_: set[str] = set()
+        for n in preorder(body, _NAMES_AND_GLOBALS):
+            if type(n) is ast.Name:
+                if type(n.ctx) is ast.Store:
+                    assigned.add(n.id)
+            else:
+                globals_.update(n.names)
+        known = self.locals_of[func] = frozenset(assigned - globals_)
+        return known
 
     # -- __getattr__ -----------------------------------------------------------------------
     def _getattr_info(self) -> GetattrInfo | None:

@@ -42,7 +42,10 @@ class PythonModule:
     def column(self, line: int, byte_offset: int) -> int:
         """The 1-based character column of an ``ast`` position (a 0-based UTF-8 byte offset)."""
         if 1 <= line <= len(self.lines):
-            return len(self.lines[line - 1].encode("utf-8")[:byte_offset].decode("utf-8", "replace")) + 1
+            text = self.lines[line - 1]
+            if byte_offset <= len(text) and text.isascii():
+                return byte_offset + 1  # a byte is a character (most lines of most modules)
+            return len(text.encode("utf-8")[:byte_offset].decode("utf-8", "replace")) + 1
         return byte_offset + 1
 
     def segment(self, node: ast.AST) -> str | None:
@@ -82,7 +85,8 @@ def source_lines(text: str) -> tuple[str, ...]:
     """
     if not text:
         return ()
-    lines = io.StringIO(text, newline=None).read().split("\n")
+    # universal newlines only where there is a carriage return to translate (a copy of the text)
+    lines = (io.StringIO(text, newline=None).read() if "\r" in text else text).split("\n")
     if lines[-1] == "":
         lines.pop()  # the text ends with a newline: no line after it
     return tuple(lines)
@@ -160,7 +164,7 @@ class _FieldTable(dict):  # type: ignore[type-arg]
 #: the walks' one way to find children, in field order ...
 CHILD_FIELDS: Mapping[type, Fields] = _FieldTable(backward=False)
 #: ... and last first, what a stack walk pushes to read them in order
-_BACKWARD_FIELDS: Mapping[type, Fields] = _FieldTable(backward=True)
+BACKWARD_FIELDS: Mapping[type, Fields] = _FieldTable(backward=True)
 _BACKWARD_ONLY: dict[tuple[type, tuple[str, ...]], Fields] = {}
 
 
@@ -184,7 +188,7 @@ def preorder(roots: list[ast.AST] | list[ast.stmt], keep: frozenset[type],
     out: list[ast.AST] = []
     stack: list[ast.AST] = list(roots)[::-1]
     pop, push, extend, add = stack.pop, stack.append, stack.extend, out.append
-    leaves, table, node_type = LEAVES, _BACKWARD_FIELDS, ast.AST
+    leaves, table, node_type = LEAVES, BACKWARD_FIELDS, ast.AST
     enter = enter or {}
     while stack:
         n = pop()

@@ -1,0 +1,91 @@
+"""The register tracker of the Cython C-API readers (facts/cython_code.py): ranges decoded once.
+
+The readers pass over overlapping ranges of a module's code (import sites,
+capsule sites, helpers); an instruction already decoded by an earlier range is
+reused, and each instruction's operand text is worked out once.  What a pass
+sees must be exactly what a fresh linear sweep of the range gives.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cuaudit.facts import cython_code
+from cuaudit.facts.cython import read_module
+from cuaudit.facts.cython_code import _Image, _op, _Tracker
+from cuaudit.formats.elf import image_of_bytes
+from tests.conftest import compile_so
+
+SOURCE = """
+#include <string.h>
+static volatile int sink;
+int step(int x) { for (int i = 0; i < x; i++) sink += i * x; return sink; }
+const char *pick(int i) { return i ? "first" : "second"; }
+int many(int a, int b, int c) {
+    int t = 0;
+    for (int i = 0; i < a; i++) { if (i & 1) t += step(b); else t -= (int)strlen(pick(c)); }
+    return t;
+}
+"""
+
+
+def _tracker(tmp_path: Path) -> _Tracker:
+    so = compile_so(tmp_path, "libtrack.so", SOURCE, flags=["-O1"])
+    return _Tracker(_Image(image_of_bytes(so.read_bytes(), "libtrack.so")))
+
+
+def _sweep(tracker: _Tracker, start: int, end: int) -> list:
+    return [(a, a + n, _op(m, o, a + n)) for a, n, m, o in tracker.cs.disasm_lite(tracker.code(start, end), start)]
+
+
+def test_overlapping_ranges_decode_as_fresh_sweeps(tmp_path: Path) -> None:
+    tracker = _tracker(tmp_path)
+    taddr, _off, size = tracker.text
+    assert size > 64
+    starts = [s for s in tracker.image.function_starts() if taddr <= s < taddr + size] or [taddr]
+    # short ranges (ending mid-instruction: a truncated instruction is a skipped byte in that range
+    # only), then the whole text over them, then the short ones again over the whole
+    short = [(s, min(s + n, taddr + size)) for s in starts for n in (7, 40)] + [(s + 1, s + 23) for s in starts]
+    ranges = short + [(taddr, taddr + size)] + [(s, taddr + size) for s in starts] + short
+    fresh = _Tracker(tracker.image)
+    decoded: list[int] = []
+    sweep = tracker._fresh
+    tracker._fresh = lambda s, e: decoded.append(e - s) or sweep(s, e)  # type: ignore[method-assign]
+    for start, end in ranges:
+        assert tracker._decode(start, end) == _sweep(fresh, start, end), (hex(start), hex(end))
+    # after the whole text, ranges ending where it ended were taken from it; the short ones decoded
+    # at most their cut-off last instruction (15 bytes, x86's longest) or a range off the boundaries
+    after_whole = decoded[len(short) + 1:]
+    assert len(starts) > 1 and decoded[len(short)] <= size
+    assert all(n <= 22 for n in after_whole) and sum(after_whole) < sum(decoded[: len(short)]) // 2, decoded
+
+
+def test_range_outside_text_is_decoded_as_code_clamps_it(tmp_path: Path) -> None:
+    tracker = _tracker(tmp_path)
+    taddr, _off, size = tracker.text
+    start, end = taddr - 16, taddr + min(size, 64)
+    assert tracker._decode(start, end) == _sweep(_Tracker(tracker.image), start, end)
+
+
+def test_operand_meaning_is_worked_out_once_per_text() -> None:
+    # register moves, immediates, spills: address-free, shared by every instruction with that text
+    assert _op("mov", "rdi, rbx", 0x1000) == (cython_code._COPY, "rdi", "rbx")
+    assert _op("mov", "esi, 0x10", 0x1000) == (cython_code._SET, "rsi", ("imm", 16))
+    assert _op("xor", "edx, edx", 0x1000) == (cython_code._SET, "rdx", ("imm", 0))
+    assert _op("mov", "qword ptr [rsp + 0x18], rax", 0) == (cython_code._SPILL, "[rsp+24]", "rax")
+    assert _op("mov", "rcx, qword ptr [rsp + 8]", 0) == (cython_code._RELOAD, "rcx", "[rsp+8]")
+    assert _op("jne", "0x2040", 0) == (cython_code._JUMP, 0x2040, False)
+    assert _op("jmp", "rax", 0) == (cython_code._JUMP, None, True)
+    # rip-relative operands name an address relative to the next instruction
+    assert _op("lea", "rdi, [rip + 0x100]", 0x1000) == (cython_code._SET, "rdi", ("addr", 0x1100))
+    assert _op("mov", "rax, qword ptr [rip - 0x10]", 0x1000) == (cython_code._LOAD, "rax", 0xFF0)
+    assert _op("call", "qword ptr [rip + 0x20]", 0x1000) == (cython_code._CALL, -0x1020, None)
+    assert _op("mov", "eax, dword ptr [rip + 0x20]", 0x1000) == (cython_code._KILL, "rax", None)
+
+
+def test_module_facts_do_not_depend_on_what_was_decoded_before(tmp_path: Path) -> None:
+    so = compile_so(tmp_path, "libtrack.so", SOURCE, flags=["-O1"])
+    data = so.read_bytes()
+    first = read_module(data, "pkg/track.so")
+    cython_code._OPS.clear()
+    assert read_module(data, "pkg/track.so") == first
