@@ -75,6 +75,17 @@ def make_tree(directory: Path, files: dict[str, bytes | str]) -> Path:
     return directory
 
 
+def make_installed(site: Path, name: str, files: dict[str, bytes | str], version: str = "1.0"):
+    """An installed distribution of ``files`` in the folder ``site`` (its dist-info names its top level)."""
+    from cuaudit.inputs.environment import InstalledDistribution
+
+    tops = sorted({rel.split("/")[0].removesuffix(".py") for rel in files})
+    info = f"{name}-{version}.dist-info"
+    make_tree(site, {f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+                     f"{info}/top_level.txt": "\n".join(tops) + "\n", **files})
+    return InstalledDistribution(None, name, version, str(site / info))
+
+
 def compile_so(directory: Path, name: str, source: str, *, libs: list[str] = (), flags: list[str] = ()) -> Path:
     """A shared library compiled with ``cc`` from C source (skips if no compiler)."""
     cc = shutil.which("cc") or shutil.which("gcc")

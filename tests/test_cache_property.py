@@ -127,8 +127,8 @@ def _facts(target: object, cache_dir: Path | None) -> tuple[dict, list, int]:
     if isinstance(target, InstalledDistribution):  # a fresh artifact each time, as a new process has
         target = InstalledDistribution(None, target.ref.name, target.ref.version, target.meta_dir)
     got = gather([target], config=config, extractors=facts_registry.all_extractors())
-    got.extraction.store.close()
     facts = {(path, name): value for (_i, path, name), value in got.extraction.facts.items()}
+    got.extraction.close()  # on-demand facts read after gather() are cached when it closes
     problems = sorted((f.code, f.location.member or "", f.location.line or 0, f.message) for f in got.problems)
     return facts, problems, got.extraction.extracted
 

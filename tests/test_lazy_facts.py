@@ -9,11 +9,12 @@ import pickle
 
 import pytest
 
-from conftest import make_tree
+from conftest import make_installed
 
 from cuaudit.config import Config
 from cuaudit.engine import Facts, Pickled, gather
 from cuaudit.heap import gc_paused
+from cuaudit.inputs.environment import InstalledDistribution
 
 #: modules with imports, calls and functions: the import-time program and python_source have work
 FILES = {
@@ -24,11 +25,16 @@ FILES["pkg/__init__.py"] = "from . import mod0\n"
 LAZY = ("import_time", "python_source")
 
 
-def _facts(tree, config: Config) -> tuple[dict, Facts]:
-    got = gather([str(tree)], config=config, extractors=LAZY)
-    got.extraction.store.close()
+def _fresh(dist: InstalledDistribution) -> InstalledDistribution:
+    return InstalledDistribution(None, dist.ref.name, dist.ref.version, dist.meta_dir)
+
+
+def _facts(dist, config: Config) -> tuple[dict, Facts]:
+    got = gather([_fresh(dist)], config=config, extractors=LAZY)
     raw = got.extraction.facts
-    return {k: raw.get(k) for k in list(raw.keys())}, raw
+    facts = {k: raw.get(k) for k in list(raw.keys())}
+    got.extraction.close()
+    return facts, raw
 
 
 def test_facts_decode_a_pickled_value_once_when_read():
@@ -42,18 +48,26 @@ def test_facts_decode_a_pickled_value_once_when_read():
 
 
 def test_cached_and_parallel_facts_equal_uncached_ones_and_stay_pickled_until_read(tmp_path):
-    tree = make_tree(tmp_path / "t", FILES)
+    # installed: on-demand facts wait to be read (engine._reads_on_demand)
+    tree = make_installed(tmp_path / "site", "pkg", FILES)
     uncached, _ = _facts(tree, Config(cache=False, jobs=1))
     assert any(k[2] == "import_time" for k in uncached) and any(k[2] == "python_source" for k in uncached)
     config = Config(cache=True, cache_dir=str(tmp_path / "cache"), jobs=2)
-    got = gather([str(tree)], config=config, extractors=LAZY)
-    got.extraction.store.close()
+    got = gather([_fresh(tree)], config=config, extractors=LAZY)
+    # on-demand facts: nothing extracted until read, then a batch in the forked workers
+    assert got.extraction.extracted == 0 and set(got.extraction.facts.pending) >= set(uncached)
+    got.extraction.facts.prefetch(list(got.extraction.facts.pending))
+    assert got.extraction.extracted >= len(uncached) and not got.extraction.facts.pending
     # forked workers send the lazy facts as their pickle: the parent stores them undecoded
     assert all(type(dict.__getitem__(got.extraction.facts, k)) is Pickled for k in uncached)
     cold = {k: got.extraction.facts.get(k) for k in list(got.extraction.facts.keys())}
+    got.extraction.close()  # writes the audited tree's open bundle of on-demand facts
     warm_decoded, _ = _facts(tree, config)
-    warm_raw = gather([str(tree)], config=config, extractors=LAZY).extraction.facts
+    warm = gather([_fresh(tree)], config=config, extractors=LAZY).extraction
+    warm_raw = warm.facts
+    warm_raw.prefetch(list(warm_raw.pending))
     assert cold == uncached and warm_decoded == uncached
+    assert warm.extracted == 0 and warm.cached >= len(uncached)  # all from the open bundle
     # read from the cache's bundle: still pickled until a rule asks
     pickled = [k for k in warm_raw.keys() if type(dict.__getitem__(warm_raw, k)) is Pickled]
     assert {k[2] for k in pickled} == set(LAZY) and len(pickled) == len(uncached)

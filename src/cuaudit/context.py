@@ -7,7 +7,7 @@ it, the engine builds it.  It holds no file handle and no store: evidence
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from cuaudit.config import Config
 from cuaudit.model import EnvironmentInfo, Member, ProbeRecord
@@ -49,6 +49,7 @@ class RuleContext:
         extractors some rule walks whole, not for every extractor at once."""
         table = self._by_extractor.get(extractor)
         if table is None:
+            self._prefetch((i, m.path, extractor) for i, art in enumerate(self.artifacts) for m in art.members)
             get = self._facts.get
             table = []
             for i, art in enumerate(self.artifacts):
@@ -63,6 +64,7 @@ class RuleContext:
         """(artifact, member, fact) for every member the extractor produced a fact for."""
         if artifact is not None:
             i = self._index[id(artifact)]
+            self._prefetch((i, m.path, extractor) for m in artifact.members)
             for m in artifact.members:
                 value = self._facts.get((i, m.path, extractor))
                 if value is not None:
@@ -76,8 +78,28 @@ class RuleContext:
         return self._facts.get((self._index[id(artifact)], member, extractor))
 
     def has_fact(self, extractor: str, artifact: "Artifact", member: str) -> bool:
-        """Whether :meth:`fact` would give a fact, without decoding one kept as its pickle."""
-        return (self._index[id(artifact)], member, extractor) in self._facts
+        """Whether :meth:`fact` may give a fact, extracting and decoding nothing.
+
+        True for a fact extracted (or cached) as not None, and for one of an on-demand
+        extractor that applies to the member and has not been read yet: :meth:`fact`
+        then extracts it, and gives None where the member does not parse."""
+        key = (self._index[id(artifact)], member, extractor)
+        may_have = getattr(self._facts, "may_have", None)
+        return may_have(key) if may_have is not None else key in self._facts
+
+    def prefetch(self, extractors: str | tuple[str, ...], members: Iterable[tuple["Artifact", str]]) -> None:
+        """Extract at once the facts of ``extractors`` (a name or several) that :meth:`fact` will be
+        asked for these (artifact, member path) pairs: facts of on-demand extractors not read yet
+        are extracted in the worker processes, not one by one as each is read, and the facts of one
+        member share its parse (nothing else changes)."""
+        index = self._index
+        names = (extractors,) if isinstance(extractors, str) else extractors
+        self._prefetch((index[id(art)], path, n) for art, path in members for n in names)
+
+    def _prefetch(self, keys: Iterable[tuple[int, str, str]]) -> None:
+        prefetch = getattr(self._facts, "prefetch", None)
+        if prefetch is not None:
+            prefetch(keys)
 
     def memo(self, key: Any, compute: Callable[[], Any]) -> Any:
         """Share a derived result between the rules of a family within one audit."""

@@ -183,10 +183,28 @@ class Facts(dict):
     The import-time programs of an environment are two thirds of its cached facts
     (158 of 243 MB on the 88-distribution accuracy-venv), and the model reads the
     programs of the modules an import reaches, not all of them.
+
+    Facts of on-demand extractors (:attr:`Extractor.on_demand`) are ``pending`` until
+    read: the first read extracts it (``load``: the fact cache, else the extractor),
+    and :meth:`prefetch` extracts many at once, in the worker processes.
     """
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: key -> member, for the on-demand facts not extracted yet
+        self.pending: dict[tuple[int, str, str], Member] = {}
+        #: extracts pending keys (removing them from ``pending``) and stores their facts here
+        self.load: Callable[[list[tuple[int, str, str]]], None] | None = None
+
     def get(self, key: Any, default: Any = None) -> Any:
-        value = dict.get(self, key, default)
+        value = dict.get(self, key, _ABSENT)
+        if value is _ABSENT:
+            if key not in self.pending or self.load is None:
+                return default
+            self.load([key])
+            value = dict.get(self, key, _ABSENT)
+            if value is _ABSENT:
+                return default
         if type(value) is Pickled:
             import pickle
 
@@ -197,11 +215,29 @@ class Facts(dict):
             self[key] = value
         return value
 
+    def may_have(self, key: Any) -> bool:
+        """Whether :meth:`get` may give a fact, extracting and decoding nothing (True for a pending one)."""
+        return dict.__contains__(self, key) or key in self.pending
+
+    def prefetch(self, keys: Iterable[tuple[int, str, str]]) -> None:
+        """Extract the pending ones of ``keys`` at once (in parallel when they are many)."""
+        wanted = [k for k in keys if k in self.pending]
+        if wanted and self.load is not None:
+            self.load(wanted)
+
     def __getitem__(self, key: Any) -> Any:
         value = self.get(key, _ABSENT)
         if value is _ABSENT:
             raise KeyError(key)
         return value
+
+    def _all(self) -> None:
+        if self.pending:
+            self.prefetch(list(self.pending))
+
+    def keys(self):  # type: ignore[override]
+        self._all()
+        return dict.keys(self)
 
     def items(self):  # type: ignore[override]
         return [(k, self.get(k)) for k in list(self.keys())]
@@ -243,6 +279,15 @@ def _bundle_key(member_keys: list[str]) -> str:
     return f"bundle:{digest}"
 
 
+def _reads_on_demand(artifact: Artifact) -> bool:
+    """Whether the facts of on-demand extractors wait to be read for this artifact: an installed
+    distribution's.  An environment is what audited code resolves against, and its rules read a
+    third of its modules' programs; a wheel, sdist or tree is the code under audit, whose sources
+    the format check parses anyway and whose python_source facts the rules read whole (an installed
+    source with valid bytecode is not parsed by the format check: see facts/format_check.py)."""
+    return artifact.ref.kind is ArtifactKind.INSTALLED
+
+
 class Extraction:
     """Facts for every (member, extractor) pair, from the cache or extracted now."""
 
@@ -263,14 +308,27 @@ class Extraction:
         #: the same two counts for evidence members, extracted on demand (see on_demand)
         self.evidence_extracted = 0
         self.evidence_cached = 0
-        self._evidence_bundles: dict[ArtifactRef, _EvidenceBundle] = {}
+        #: open bundles (evidence inputs', audited artifacts' on-demand facts) by (kind, ref)
+        self._bundles: dict[tuple[str, ArtifactRef], _OpenBundle] = {}
+        self._artifacts: list[Artifact] = []
 
     def run(self, artifacts: Sequence[Artifact], wanted: Callable[[Member], tuple[str, ...]]) -> None:
+        """Extract (or take from the cache) the facts ``wanted`` names; on-demand ones wait to be read."""
         pending: list[tuple[int, Member, tuple[str, ...]]] = []
         keys: dict[tuple[int, str, str], str] = {}
+        on_demand = {n for n in facts_registry.all_extractors() if facts_registry.get(n).on_demand}
+        deferred = self.facts.pending
+        self._artifacts = list(artifacts)
+        self.facts.load = self._load
         for i, art in enumerate(artifacts):
+            deferring = _reads_on_demand(art)
             for m in art.members:
                 names = wanted(m)
+                if deferring and names and on_demand.intersection(names):
+                    for n in names:
+                        if n in on_demand:
+                            deferred[(i, m.path, n)] = m
+                    names = tuple(n for n in names if n not in on_demand)
                 if names:
                     pending.append((i, m, names))
                     for n in names:
@@ -324,7 +382,60 @@ class Extraction:
                     new.append((bundle_keys[i], {k: _pickled(name_of[k], known[k]) for k in ks}))
             self.store.put_many(new)
 
-    # -- evidence, on demand ----------------------------------------------------------------
+    # -- facts read on demand ------------------------------------------------------------------
+    def _load(self, wanted: list[tuple[int, str, str]]) -> None:
+        """Extract pending on-demand facts of the audited artifacts (``Facts.load``).
+
+        Each artifact keeps the on-demand facts its audits read in one open bundle (see
+        :meth:`_bundle`), beside the bundle of its facts extracted up front: a second audit
+        finds them in one read.  What is still missing is extracted as any fact is, in the
+        worker processes once there is enough of it.
+        """
+        artifacts = self._artifacts
+        pending = self.facts.pending
+        todo: dict[int, dict[str, tuple[Member, list[str]]]] = {}
+        keys: dict[tuple[int, str, str], str] = {}
+        bundles: dict[int, _OpenBundle] = {}
+        along = [n for n in facts_registry.all_extractors() if facts_registry.get(n).extracted_along]
+        # an extractor cheap beside the parse comes along with any other on-demand fact of a member
+        wanted = list(wanted) + [(i, path, n) for i, path, name in wanted if facts_registry.get(name).parses
+                                 for n in along if n != name and (i, path, n) in pending]
+        for key in wanted:
+            member = pending.pop(key, None)
+            if member is None:
+                continue
+            i, path, name = key
+            bundle = bundles.get(i)
+            if bundle is None:
+                bundle = bundles[i] = self._bundle(artifacts[i], "facts")
+            k = keys[key] = FactStore.key(name, facts_registry.get(name).version, member.content_key)
+            bundle.used.add(k)
+            if k in bundle.values:
+                self.cached += 1
+                value = bundle.values[k]
+                if isinstance(value, CachedFailure):
+                    self._accept(artifacts, i, path, name, False, (value.code, value.message, dict(value.evidence)), None)
+                else:
+                    self._accept(artifacts, i, path, name, True, value, None)
+            else:
+                todo.setdefault(i, {}).setdefault(path, (member, []))[1].append(name)
+        if not todo:
+            return
+        tasks = {i: [(m, tuple(names)) for m, names in by_path.values()] for i, by_path in todo.items()}
+        self.store.close()  # no SQLite connection crosses a fork (see run)
+        self._machine_store.close()
+        new: list[tuple[str, Any]] = []
+        try:
+            self._extract(artifacts, tasks, keys, new, sum(len(v) for v in tasks.values()),
+                          sum(m.size for v in tasks.values() for m, _ in v), progress=None)
+        finally:
+            owner = {k: (i, n) for (i, _p, n), k in keys.items()}
+            for k, value in new:
+                i, name = owner[k]
+                bundle = bundles[i]
+                bundle.values[k] = _pickled(name, value)
+                bundle.dirty = True
+
     def on_demand(self, artifact: Artifact, member: Member, name: str) -> Any:
         """One fact of an evidence member: from the cache, or extracted now, here.
 
@@ -336,7 +447,7 @@ class Extraction:
         warm).  Problems are never findings: the fact is then None.
         """
         key = FactStore.key(name, facts_registry.get(name).version, member.content_key)
-        bundle = self._evidence_bundle(artifact)
+        bundle = self._bundle(artifact, "evidence")
         if key in bundle.values:
             self.evidence_cached += 1
             value = bundle.values[key]
@@ -355,41 +466,65 @@ class Extraction:
             return None
         return value.value if isinstance(value, facts_registry.WithProblems) else value
 
-    def _evidence_bundle(self, artifact: Artifact) -> "_EvidenceBundle":
+    def _bundle(self, artifact: Artifact, kind: str) -> "_OpenBundle":
+        """The open bundle of an input's facts read on demand: ``kind`` "evidence" (an evidence
+        input's) or "facts" (an audited artifact's on-demand facts).
+
+        It is named by the input, not by its content: its values are keyed like any fact
+        (extractor, version, the member's content key), so a value is never taken for a
+        changed member, and a bundle never claims to hold every fact of its input.
+        """
         ref = artifact.ref
-        bundle = self._evidence_bundles.get(ref)
+        bundle = self._bundles.get((kind, ref))
         if bundle is None:
             import hashlib
 
             identity = (ref.kind.value, ref.path, ref.name)
             store = self.store
-            if artifact.machine:
+            if kind == "facts":
+                identity = (kind, *identity, ref.version)
+            if getattr(artifact, "machine", False):
                 # kept across --no-cache runs: the audited interpreter (its stdlib folder and
                 # version) and the one parsing it name the bundle; each fact's key holds its file's stat
                 identity += (ref.version, *_running_interpreter())
                 store = self._machine_store
             digest = hashlib.blake2b(repr(identity).encode(), digest_size=20).hexdigest()
-            key = f"evidence:{digest}"
+            key = f"{kind}:{digest}"
             stored = store.get_many([key]).get(key)
-            bundle = _EvidenceBundle(key, dict(stored) if isinstance(stored, dict) else {}, store)
-            self._evidence_bundles[ref] = bundle
+            bundle = _OpenBundle(key, dict(stored) if isinstance(stored, dict) else {}, store)
+            if kind == "facts":
+                # stale values (members changed since) are dropped when the bundle is written
+                names = [n for n in facts_registry.all_extractors() if facts_registry.get(n).on_demand]
+                bundle.current = {FactStore.key(n, facts_registry.get(n).version, m.content_key)
+                                  for m in artifact.members for n in names}
+            self._bundles[(kind, ref)] = bundle
         return bundle
 
-    def flush_evidence(self) -> None:
-        """Write the evidence bundles that gained facts (once, at the end of an audit)."""
-        for bundle in self._evidence_bundles.values():
+    def close(self) -> None:
+        """Write the open bundles that gained facts (facts read on demand, evidence) and close
+        the fact cache: once, when nothing more will be read (the end of an audit)."""
+        self.flush()
+        self.store.close()
+
+    def flush(self) -> None:
+        """Write the open bundles that gained facts (see :meth:`close`)."""
+        for bundle in self._bundles.values():
             if bundle.dirty:
                 values = bundle.values
-                if len(values) > 4 * len(bundle.used) + 2048:  # stale keys pile up: keep what this audit used
+                if bundle.current is not None:
+                    values = {k: v for k, v in values.items() if k in bundle.current}
+                elif len(values) > 4 * len(bundle.used) + 2048:  # stale keys pile up: keep what this audit used
                     values = {k: v for k, v in values.items() if k in bundle.used}
                 bundle.store.put_many([(bundle.key, values)])
                 bundle.dirty = False
         if self._machine_store is not self.store:
             self._machine_store.close()
 
-    def _extract(self, artifacts, todo, keys, new, total_tasks: int, total_bytes: int) -> None:
+    def _extract(self, artifacts, todo, keys, new, total_tasks: int, total_bytes: int, *,
+                 progress: Progress | None | bool = True) -> None:
         if not total_tasks:
             return
+        progress = self.progress if progress is True else progress
         jobs = self.config.jobs or _usable_cpus()
         groups = [(i, chunk) for i, tasks in todo.items() for chunk in _chunks(tasks)]
         global _FORKED
@@ -420,27 +555,27 @@ class Extraction:
                     futures = [(i, chunk, started[g]) for g, (i, chunk) in enumerate(groups)]
                     # The workers are forked by now: the progress bar's refresh
                     # thread starts after, so no child inherits its locks.
-                    if self.progress:
-                        self.progress.start(total_bytes, "Extracting facts")
+                    if progress:
+                        progress.start(total_bytes, "Extracting facts")
                     for i, chunk, fut in futures:
                         try:
                             results = fut.result()
                         except Exception:  # noqa: BLE001 - a worker died (memory, signal): redo it here
                             results = _extract_group(artifacts[i], chunk)
                         self._collect(artifacts, i, results, keys, new)
-                        if self.progress:
-                            self.progress.advance(sum(m.size for m, _ in chunk), chunk[-1][0].path)
+                        if progress:
+                            progress.advance(sum(m.size for m, _ in chunk), chunk[-1][0].path)
             else:
-                if self.progress:
-                    self.progress.start(total_bytes, "Extracting facts")
+                if progress:
+                    progress.start(total_bytes, "Extracting facts")
                 for i, chunk in groups:
                     self._collect(artifacts, i, _extract_group(artifacts[i], chunk), keys, new)
-                    if self.progress:
-                        self.progress.advance(sum(m.size for m, _ in chunk), chunk[-1][0].path)
+                    if progress:
+                        progress.advance(sum(m.size for m, _ in chunk), chunk[-1][0].path)
         finally:
             _FORKED = None  # noqa: F841 - see the global statement above
-            if self.progress:
-                self.progress.stop()
+            if progress:
+                progress.stop()
 
     def _collect(self, artifacts, i, results, keys, new) -> None:
         for path, name, ok, value in results:
@@ -509,14 +644,16 @@ def _running_interpreter() -> tuple[str, str]:
 
 
 @dataclass
-class _EvidenceBundle:
-    """The cached facts of one evidence input, keyed like any fact (extractor, version, content)."""
+class _OpenBundle:
+    """Cached facts of one input read on demand, keyed like any fact (extractor, version, content)."""
 
     key: str
     values: dict[str, Any]
     store: FactStore
     used: set[str] = field(default_factory=set)
     dirty: bool = False
+    #: the keys its input's members have now (None: not known, an evidence input listed lazily)
+    current: set[str] | None = None
 
 
 # -- the audit -----------------------------------------------------------------
@@ -531,6 +668,8 @@ class Gathered:
     extraction: "Extraction"
     #: CU0xx findings met on the way: an interpreter that does not run (CU008), listing and reading problems
     problems: list[Finding]
+    #: how many of ``extraction.problems`` ``problems`` holds (later ones: facts read on demand)
+    reported: int = 0
 
 
 def gather(
@@ -600,7 +739,7 @@ def _extract(artifacts: list[Artifact], environment: EnvironmentInfo | None, pro
     for art in artifacts:
         problems += [problem_finding(p) for p in art.problems]
     problems += extraction.problems
-    return Gathered(artifacts, environment, extraction, problems)
+    return Gathered(artifacts, environment, extraction, problems, len(extraction.problems))
 
 
 def audit(
@@ -666,6 +805,8 @@ def audit(
                         Location(ref), f"rule {rule.code} failed: {message}", evidence={**evidence, "rule": rule.code}, key=rule.code
                     )
                 )
+    # problems met extracting what the rules read on demand (the format check's own, as a rule)
+    findings += extraction.problems[gathered.reported:]
     stats = audit_stats(gathered, started)
     suppressions = suppressions_for(findings, artifacts, config)
     if slot is not None and content is not None and not any(f.code == "CU011" for f in findings):
@@ -678,8 +819,7 @@ def audit(
              "facts_cached": stats["facts_cached"] + stats["facts_extracted"],
              "evidence_facts_cached": stats["evidence_facts_cached"] + stats["evidence_facts_extracted"]},
         ))
-    extraction.flush_evidence()
-    extraction.store.close()
+    extraction.close()
     return _report(config, codes, artifacts, environment, findings, suppressions, probes, evidence_inputs.refs(),
                    {**stats, "snapshot_reused": False}, started, command)
 

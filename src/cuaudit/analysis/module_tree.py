@@ -256,8 +256,12 @@ class ModuleUniverse:
         self.os_name = os.name  # extension module -> how to get its dotted strings
         self.python_version: tuple[int, ...] = tuple(sys.version_info[:3])
         self._programs: dict[str, tuple] = {}  # module -> how to get its import_time facts
-        #: ``has_fact(artifact, member, extractor)`` without decoding the fact (None: not known)
+        #: ``has_fact(artifact, member, extractor)``: whether ``facts_for`` may give a fact,
+        #: extracting and decoding nothing (None: not known)
         self.has_fact: Callable[[object, str, str], bool] | None = None
+        #: ``prefetch(extractor, [(artifact, member)])``: extract these facts at once, before
+        #: they are read one by one (None: each is read when needed)
+        self.prefetch: Callable[[str, list[tuple[object, str]]], None] | None = None
         #: every installed distribution is in the universe (an environment): a module nobody
         #: provides fails to import, and the model may say so
         self.complete = False
@@ -435,10 +439,67 @@ class ModuleUniverse:
         return source if source is not None and source.syntax_error is None else None
 
     def _has_source(self, entry: ModuleEntry) -> bool:
-        """Whether an artifact module's python_source facts exist, asked without decoding them."""
+        """Whether an artifact module may have python_source facts, asked without extracting or
+        decoding them (its program exists only where they do: a source that parsed)."""
         member = entry.member
         return (self.has_fact is not None and entry.artifact is not None and member is not None
                 and member.endswith(".py") and self.has_fact(entry.artifact, member, "python_source"))
+
+    def prefetch_facts(self, entries: Iterable[ModuleEntry], extractors: tuple[str, ...] = ("python_source",)) -> None:
+        """Have the facts of these artifact modules (``entry.facts``, ``entry.stub``) extracted in one
+        batch, before they are read one module at a time; ``extractors`` for their ``.py`` files."""
+        if self.prefetch is None:
+            return
+        entries = [e for e in entries if e.artifact is not None and e._load is not None]
+        self.prefetch(extractors, [(e.artifact, e.member) for e in entries if (e.member or "").endswith(".py")])
+        self.prefetch("python_source", [(e.artifact, e.stub_member) for e in entries if e.stub_member])
+
+    def prefetch_closures(self, roots: Iterable[str], *, with_facts: bool = False) -> None:
+        """Have the import-time programs of the modules importing ``roots`` reaches extracted in
+        waves, one batch per level of a walk over their module-level imports, before the
+        closures read them one module at a time (they would be extracted one by one, serially).
+
+        A prediction only: the imports of every program met count, conditional or not, and
+        what the closures read beyond (a function a module calls) is still read when needed.
+        ``with_facts``: the roots' python_source facts (and their stubs') too, in the same
+        batch (the verdicts about their submodules read them): one parse for both.
+        """
+        if self.prefetch is None:
+            return
+        frontier: set[str] = set()
+        for root in roots:
+            parts = root.split(".")
+            frontier.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+        if with_facts:
+            # the parse of a root serves its program and its facts alike: one batch
+            self.prefetch_facts([e for r in sorted(set(roots)) if (e := self.entries.get(r)) is not None],
+                                ("import_time", "python_source"))
+        seen: set[str] = set()
+        while frontier:
+            seen |= frontier
+            wave = sorted(frontier)
+            self.prefetch("import_time", [got[:2] for name in wave  # type: ignore[misc]
+                                          if len(got := self._programs.get(name, ())) == 4])
+            found: set[str] = set()
+            for name in wave:
+                entry = self.entries.get(name)
+                prog = self.program(name) if entry is not None else None
+                if prog is None:
+                    continue
+                for effect in prog.effects:
+                    if effect.kind == "import":
+                        base = absolute_module(effect.module, effect.level, name, entry.kind == "package")  # type: ignore[union-attr]
+                    elif effect.kind == "dynamic-import" and effect.module and not effect.module.startswith("."):
+                        base = effect.module
+                    else:
+                        continue
+                    if not base:
+                        continue
+                    parts = base.split(".")
+                    found.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+                    if effect.kind == "import" and effect.name and effect.name != "*":
+                        found.add(f"{base}.{effect.name}")
+            frontier = {n for n in found if n in self._programs} - seen
 
     def closure(self, roots: Iterable[str]) -> frozenset[str]:
         """Every module imported, as far as the model knows, by importing ``roots``.
@@ -950,18 +1011,22 @@ def public_submodules(universe: ModuleUniverse, modules: dict[str, ModuleEntry])
 
 
 def build_universe(artifacts: list, facts_for: Callable[[object, str, str], object | None], environment=None, *, stdlib: "Evidence | bool | None" = True,
-                   has_fact: Callable[[object, str, str], bool] | None = None) -> tuple[ModuleUniverse, dict[int, dict[str, ModuleEntry]]]:
+                   has_fact: Callable[[object, str, str], bool] | None = None,
+                   prefetch: Callable[[str, list[tuple[object, str]]], None] | None = None,
+                   ) -> tuple[ModuleUniverse, dict[int, dict[str, ModuleEntry]]]:
     """The universe of a set of artifacts: given ones first, installed ones next, then the stdlib.
 
     ``stdlib``: the standard library evidence (``ctx.evidence("stdlib")``); True
     reads the environment's (else this interpreter's) uncached, False or None none.
-    ``has_fact``: whether ``facts_for`` has a fact, without decoding it.
+    ``has_fact``: whether ``facts_for`` may have a fact, extracting and decoding nothing
+    (``RuleContext.has_fact``); ``prefetch``: extract facts in a batch (``RuleContext.prefetch``).
     """
     if stdlib is True:
         folder = stdlib_folder(environment)
         stdlib = Evidence(folder) if folder is not None else None
     uni = ModuleUniverse(stdlib or None)
     uni.has_fact = has_fact
+    uni.prefetch = prefetch
     if environment is not None and environment.platform:
         # sysconfig platform -> sys.platform, for `if sys.platform == ...` around imports
         plat = environment.platform

@@ -211,6 +211,18 @@ class Extractor:
     #: modules an import reaches): kept as their pickle after extraction or the cache, and
     #: decoded when first read (``engine.Facts``)
     decoded_lazily: ClassVar[bool] = False
+    #: facts that rules and analyses read for some members only (a module's program, its
+    #: bindings and imports: what an import reaches): not extracted up front, but when first
+    #: read, or in batches a rule asks for (``engine.Facts``, ``RuleContext.prefetch``). Its
+    #: problems must be the format check's too (one parse of the member fails alike), so that
+    #: leaving a member unread reports the same findings.
+    on_demand: ClassVar[bool] = False
+    #: an on-demand extractor that costs little beside the parse it shares (a walk of module-level
+    #: statements): extracted whenever another on-demand fact of its member is, saving a parse later
+    extracted_along: ClassVar[bool] = False
+    #: whether extracting always parses the member (False: it may answer from a look at the bytes);
+    #: ``extracted_along`` facts come along only with an extractor that parses
+    parses: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -6,12 +6,19 @@ selected, whatever other rules are: a file with ``def (:`` is CU006 under
 ``--select CU0`` as under ``--select CU4,CU0``.  It shares the member's one
 parse with the extractors of the same pass (``MemberReader`` keeps it), so it
 costs nothing more when they run too.
+
+An installed source whose ``__pycache__`` holds a valid bytecode file of the
+interpreter cuaudit parses with is known to compile, hence to parse: it is not
+parsed again for this check (see :func:`compiles_by_its_bytecode`).
 """
 
 from __future__ import annotations
 
+import os
+import sys
+
 from cuaudit.facts import Extractor, MemberReader
-from cuaudit.model import InputError, Member, MemberKind
+from cuaudit.model import ArtifactKind, InputError, Member, MemberKind
 
 #: which format each kind of member is checked as
 PYTHON_KINDS = (MemberKind.PYTHON, MemberKind.STUB, MemberKind.BUILD)
@@ -43,6 +50,8 @@ class FormatCheck(Extractor):
         if kind == "elf":
             reader.elf().check()  # raises CU005 (CU006: not ELF at all) for this member
             return None
+        if kind == "python" and compiles_by_its_bytecode(reader):
+            return None
         parsed = reader.python() if kind == "python" else reader.toml()
         error = parsed.error
         if error is not None:
@@ -51,3 +60,46 @@ class FormatCheck(Extractor):
             detail = {k: v for k, v in (("line", error.line), ("column", error.column)) if v is not None}
             raise InputError(code, error.message, **detail)
         return None
+
+
+#: the flags word of a bytecode file's header (PEP 552): 0 is checked by the source's mtime and
+#: size; a hash-based file whose hash the import system checks has both bits set
+_TIMESTAMP_PYC, _CHECKED_HASH_PYC = 0, 0b11
+
+
+def compiles_by_its_bytecode(reader: MemberReader) -> bool:
+    """Whether an installed ``.py`` has a ``__pycache__/<name>.<cache tag>.pyc`` of this very
+    interpreter that was compiled from its present bytes: it then compiles, so ``ast`` parses it.
+
+    Only the 16-byte header is read (never unmarshalled, never run).  Exact or nothing: the
+    cache tag and magic number of the interpreter cuaudit parses with (another version's parser
+    may disagree), a timestamp header naming the source's mtime and size, or a checked hash
+    header naming its hash as computed here; anything else (no file, another tag, a stale or
+    unchecked one, a short or odd header, a source too large to parse) is parsed as before.
+    """
+    import importlib.util
+
+    from cuaudit.formats.python import MAX_SOURCE_BYTES
+
+    tag = sys.implementation.cache_tag
+    source = reader.fs_path
+    if (tag is None or source is None or reader.artifact.ref.kind is not ArtifactKind.INSTALLED
+            or not source.endswith(".py")):
+        return False
+    folder, name = os.path.split(source)
+    try:
+        with open(os.path.join(folder, "__pycache__", f"{name[:-3]}.{tag}.pyc"), "rb") as fh:
+            head = fh.read(16)
+        st = os.stat(source)
+    except (OSError, ValueError):
+        return False
+    if len(head) != 16 or head[:4] != importlib.util.MAGIC_NUMBER or st.st_size > MAX_SOURCE_BYTES:
+        return False
+    flags = int.from_bytes(head[4:8], "little")
+    if flags == _TIMESTAMP_PYC:
+        return (int.from_bytes(head[8:12], "little") == int(st.st_mtime) & 0xFFFFFFFF
+                and int.from_bytes(head[12:16], "little") == st.st_size & 0xFFFFFFFF)
+    if flags == _CHECKED_HASH_PYC:
+        data = reader.read(MAX_SOURCE_BYTES + 1)
+        return len(data) <= MAX_SOURCE_BYTES and importlib.util.source_hash(data) == head[8:16]
+    return False

@@ -204,6 +204,7 @@ class ImportTimeExtractor(Extractor):
 
     name = "import_time"
     decoded_lazily = True
+    on_demand = True
     version = 9  # 9: computed names read in loops over literals; 8: globals().update(<module>.__dict__), computed module names with classes and values; 7: try blocks, failed-import guards, __getattr__ delegates, call keywords
 
     def applies(self, member: Member) -> bool:

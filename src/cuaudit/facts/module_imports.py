@@ -40,6 +40,8 @@ class ModuleImports:
 
 class ModuleImportsExtractor(Extractor):
     name = "module_imports"
+    on_demand = True
+    extracted_along = True  # module-level statements only: a fraction of a parse
     version = 2  # 2: a walk of the shared parse; a module with a syntax error imports nothing
 
     def applies(self, member: Member) -> bool:

@@ -881,11 +881,25 @@ class PromotionSourceExtractor(Extractor):
 
     name = "promotion_source"
     version = 5  # 5: Python scalars passed to fused kernels (CU407)
+    #: the rules skip an installed distribution's tests (over half the modules naming numpy in an
+    #: environment): their facts are never extracted
+    on_demand = True
+    parses = False  # text naming neither numpy nor cupy is answered without a parse (see extract)
 
     def applies(self, member: Member) -> bool:
         return member.kind is MemberKind.PYTHON or (member.kind is MemberKind.BUILD and member.path.endswith(".py"))
 
     def extract(self, reader: MemberReader) -> PromotionFacts:
+        from cuaudit.formats.python import MAX_SOURCE_BYTES, decode_source
+
+        # Most modules name neither library: their facts are empty (promotion_facts), known
+        # from the decoded text without a parse.  Decoded as the parse would decode it, so
+        # an undecodable file fails alike (CU006), and one too large is left to the parse (CU004).
+        data = reader.read(MAX_SOURCE_BYTES + 1)
+        if len(data) <= MAX_SOURCE_BYTES:
+            text = decode_source(data, reader.path)
+            if "numpy" not in text and "cupy" not in text:
+                return PromotionFacts()
         return promotion_facts(reader.python())
 
 

@@ -192,6 +192,7 @@ class PythonSourceExtractor(Extractor):
 
     name = "python_source"
     decoded_lazily = True
+    on_demand = True
     version = 10  # 10: a __getattr__ may forward to a dotted module path
 
     def applies(self, member: Member) -> bool:

@@ -51,7 +51,8 @@ def _model(ctx) -> _Model:
         def has_fact(art, member: str, extractor: str) -> bool:
             return ctx.has_fact(extractor, art, member)
 
-        uni, per = build_universe(ctx.artifacts, facts_for, ctx.environment, stdlib=next(iter(ctx.evidence("stdlib")), None), has_fact=has_fact)
+        uni, per = build_universe(ctx.artifacts, facts_for, ctx.environment, stdlib=next(iter(ctx.evidence("stdlib")), None),
+                                  has_fact=has_fact, prefetch=ctx.prefetch)
         names = {i: {e.member: n for n, e in mods.items() if e.member} for i, mods in per.items()}
         return _Model(uni, per, names)
 
@@ -83,6 +84,8 @@ def _package_traps(ctx) -> list[_PackageTrap]:
             mods = m.modules.get(i, {})
             for parent, sub in public_submodules(uni, mods):
                 pairs.setdefault(i, []).append((parent, sub))
+        # what the verdicts read, extracted in batches: the parents' facts and the programs their imports reach
+        uni.prefetch_closures(sorted({parent for plist in pairs.values() for parent, _ in plist}), with_facts=True)
         # [tool.cuaudit.allow] submodule-traps = ["numpy.distutils.*"]: submodules meant to be
         # imported explicitly (the maintainer's choice, not an oversight)
         allowed = ctx.config.allowed("submodule-traps")
@@ -364,6 +367,8 @@ class LazyTableMismatch(Rule):
     def check(self, ctx) -> Iterator[Finding]:
         m = _model(ctx)
         uni = m.universe
+        uni.prefetch_facts(e for mods in m.modules.values() for n, e in sorted(mods.items())
+                           if e.kind == "package" and uni.entries.get(n) is e)
         for i, mods in m.modules.items():
             art = ctx.artifacts[i]
             for name, entry in sorted(mods.items()):
@@ -452,10 +457,18 @@ def _chain_traps(ctx) -> list[_ChainTrap]:
                 # 16 s cached `cuaudit env` (103 distributions) for two latent findings.
                 continue
             names = m.names.get(i, {})
-            for _, member, facts in ctx.facts(FACTS, art):
-                if member.path.endswith(".pyi") or facts.syntax_error is not None or not facts.chains:
-                    continue
-                out += _file_traps(uni, art, member.path, names.get(member.path), facts)
+            files = [(member.path, facts) for _, member, facts in ctx.facts(FACTS, art)  # one batch
+                     if not member.path.endswith(".pyi") and facts.syntax_error is None and facts.chains]
+            # the programs the files' imports reach, extracted in waves before the closures read them
+            roots: set[str] = set()
+            for path, facts in files:
+                own = names.get(path)
+                importer = own or path.rsplit("/", 1)[-1].removesuffix(".py")
+                for imp in facts.imports:
+                    roots.update(uni.imported_by(imp, importer, path.endswith("__init__.py")))
+            uni.prefetch_closures(sorted(roots))
+            for path, facts in files:
+                out += _file_traps(uni, art, path, names.get(path), facts)
         if ctx.config.probe and out:
             # `import parent` alone, in a clean interpreter: does `parent.sub` raise?
             probed = _run_probe(ctx, m, {-1: sorted({(t.parent, t.sub) for t in out})})

@@ -319,6 +319,20 @@ def _constructors(lk: Linkage, i: int, member: str, facts: ElfFacts, usage: dict
     return 0
 
 
+def _imported(facts: Any, mod: str, path: str) -> list[str]:
+    """The modules (with their parents) that the unguarded imports of ``mod``'s module_imports import."""
+    package = mod if path.endswith("__init__.py") else mod.rpartition(".")[0]
+    targets: list[str] = []
+    for stmt in facts.imports:
+        if stmt.guarded:
+            continue  # a failure there is caught: the import of the package still works
+        base = absolute_module(stmt.module, stmt.level, package) or ""
+        parts = base.split(".")
+        targets += [".".join(parts[: k + 1]) for k in range(len(parts))]
+        targets += [f"{base}.{n}" for n in stmt.names if n != "*"]
+    return targets
+
+
 class ImportLoadsGpuLibraries(LinkageRule):
     """## What it does
     For every importable top-level package (and the extension modules its
@@ -371,6 +385,9 @@ class ImportLoadsGpuLibraries(LinkageRule):
                     continue
                 if table.setdefault(mn[0], (i, m.path, mn[1]))[0] == i:
                     tops_of.setdefault(i, set()).add(mn[0].split(".")[0])
+        walked = [(modules[lk.resolver.art_ns[i]], sorted(tops_of.get(i, ()))) for i, art in enumerate(ctx.artifacts)
+                  if art.ref.kind in (ArtifactKind.WHEEL, ArtifactKind.INSTALLED, ArtifactKind.TREE)]
+        self._prefetch(ctx, walked)
         for i, art in enumerate(ctx.artifacts):
             if art.ref.kind not in (ArtifactKind.WHEEL, ArtifactKind.INSTALLED, ArtifactKind.TREE):
                 continue
@@ -383,6 +400,25 @@ class ImportLoadsGpuLibraries(LinkageRule):
                 f = self._analyse(ctx, lk, table, top)
                 if f is not None:
                     yield f
+
+    @staticmethod
+    def _prefetch(ctx: Any, walked: list[tuple[dict, list[str]]]) -> None:
+        """Extract the imports every walk of :meth:`_analyse` reads, one batch per level of all
+        the walks at once (each walk alone would read them one module at a time)."""
+        frontier = [(table, top) for table, tops in walked for top in tops if top in table]
+        seen = {(id(table), top) for table, top in frontier}
+        while frontier:
+            ctx.prefetch("module_imports", [(ctx.artifacts[table[mod][0]], table[mod][1])
+                                            for table, mod in frontier if not table[mod][2]])
+            nxt = []
+            for table, mod in frontier:
+                i, path, is_ext = table[mod]
+                facts = None if is_ext else ctx.fact("module_imports", ctx.artifacts[i], path)
+                for t in _imported(facts, mod, path) if facts is not None else ():
+                    if t in table and (id(table), t) not in seen:
+                        seen.add((id(table), t))
+                        nxt.append((table, t))
+            frontier = nxt
 
     def _analyse(self, ctx: Any, lk: Linkage, table: dict, top: str) -> Finding | None:
         i0, path0, _ = table[top]
@@ -399,19 +435,10 @@ class ImportLoadsGpuLibraries(LinkageRule):
             facts = ctx.fact("module_imports", ctx.artifacts[i], path)
             if facts is None:
                 continue
-            package = mod if path.endswith("__init__.py") else mod.rpartition(".")[0]
-            for stmt in facts.imports:
-                if stmt.guarded:
-                    continue  # a failure there is caught: the import of the package still works
-                base = absolute_module(stmt.module, stmt.level, package) or ""
-                targets = []
-                parts = base.split(".")
-                targets += [".".join(parts[: k + 1]) for k in range(len(parts))]
-                targets += [f"{base}.{n}" for n in stmt.names if n != "*"]
-                for t in targets:
-                    if t in table and t not in parent:
-                        parent[t] = mod
-                        queue.append(t)
+            for t in _imported(facts, mod, path):
+                if t in table and t not in parent:
+                    parent[t] = mod
+                    queue.append(t)
         # native closure of each extension module
         lib_chain: dict[str, list[str]] = {}
         for ext in extensions:

@@ -205,12 +205,16 @@ class _SourceRule(Rule):
     def facts(self, ctx: "RuleContext") -> Iterator[tuple[Any, Any, Any]]:
         from cuaudit.inputs import is_test_path
 
-        for art, member, facts in ctx.facts("promotion_source"):
+        def read() -> list[tuple[Any, Any, Any]]:
             # The tests of an installed distribution never run on import, and NumPy's own tests
-            # assert exactly these new behaviours (seen: `cuaudit env` flagged numpy/_core/tests).
-            if art.ref.kind is ArtifactKind.INSTALLED and is_test_path(member.path):
-                continue
-            yield art, member, facts
+            # assert exactly these new behaviours (seen: `cuaudit env` flagged numpy/_core/tests):
+            # their facts are not even extracted (one batch for the rest)
+            wanted = [(art, m) for art in ctx.artifacts for m in art.members
+                      if not (art.ref.kind is ArtifactKind.INSTALLED and is_test_path(m.path))]
+            ctx.prefetch("promotion_source", [(art, m.path) for art, m in wanted])
+            return [(art, m, f) for art, m in wanted if (f := ctx.fact("promotion_source", art, m.path)) is not None]
+
+        yield from ctx.memo("promotion.source_facts", read)
 
 
 class FusedPythonScalar(_SourceRule):
