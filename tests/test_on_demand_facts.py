@@ -191,6 +191,15 @@ def test_any_doubt_about_the_pyc_means_a_parse(tmp_path):
     assert not compiles_by_its_bytecode(_reader(dist, "pkg/__init__.py"))
 
 
+def test_a_fifo_named_like_the_pyc_is_a_doubt_not_a_hang(tmp_path):
+    dist = _installed(tmp_path, {"pkg/__init__.py": "x = 1\n"})
+    site = Path(dist.ref.path)
+    pyc = Path(importlib.util.cache_from_source(str(site / "pkg/__init__.py")))
+    pyc.unlink()
+    os.mkfifo(pyc)  # a plain open() would wait for a writer forever
+    assert not compiles_by_its_bytecode(_reader(dist, "pkg/__init__.py"))
+
+
 def test_only_installed_sources_are_trusted_by_their_bytecode(tmp_path):
     tree = make_tree(tmp_path / "t", {"pkg/__init__.py": "x = 1\n"})
     _compile(tree / "pkg/__init__.py")

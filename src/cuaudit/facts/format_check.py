@@ -80,6 +80,7 @@ def compiles_by_its_bytecode(reader: MemberReader) -> bool:
     import importlib.util
 
     from cuaudit.formats.python import MAX_SOURCE_BYTES
+    from cuaudit.inputs.artifact import read_regular
 
     tag = sys.implementation.cache_tag
     source = reader.fs_path
@@ -87,13 +88,13 @@ def compiles_by_its_bytecode(reader: MemberReader) -> bool:
             or not source.endswith(".py")):
         return False
     folder, name = os.path.split(source)
+    # read like any other installed file: a FIFO or a device named like a pyc must not block the scan
+    head = read_regular(os.path.join(folder, "__pycache__", f"{name[:-3]}.{tag}.pyc"), 16)
     try:
-        with open(os.path.join(folder, "__pycache__", f"{name[:-3]}.{tag}.pyc"), "rb") as fh:
-            head = fh.read(16)
         st = os.stat(source)
     except (OSError, ValueError):
         return False
-    if len(head) != 16 or head[:4] != importlib.util.MAGIC_NUMBER or st.st_size > MAX_SOURCE_BYTES:
+    if head is None or len(head) != 16 or head[:4] != importlib.util.MAGIC_NUMBER or st.st_size > MAX_SOURCE_BYTES:
         return False
     flags = int.from_bytes(head[4:8], "little")
     if flags == _TIMESTAMP_PYC:
