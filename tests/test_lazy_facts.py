@@ -130,3 +130,19 @@ def test_rule_context_has_fact_leaves_a_pickled_fact_undecoded():
     assert ctx.has_fact("import_time", art, "a.py") and not ctx.has_fact("python_source", art, "a.py")
     assert type(dict.__getitem__(facts, (0, "a.py", "import_time"))) is Pickled  # still its pickle
     assert ctx.fact("import_time", art, "a.py") == {"x": 1}
+
+
+def test_without_a_cache_no_fact_is_pickled_for_a_bundle(tmp_path, monkeypatch):
+    """--no-cache keeps nothing, so nothing is pickled to be kept (a torch check spent 1.4 s so)."""
+    import cuaudit.engine as engine
+    from conftest import make_tree
+
+    tree = make_tree(tmp_path / "t", FILES)
+    pickled: list[str] = []
+    real = engine._pickled
+    monkeypatch.setattr(engine, "_pickled", lambda name, value: pickled.append(name) or real(name, value))
+    gather([str(tree)], config=Config(cache=False, jobs=1), extractors=LAZY).extraction.close()
+    assert pickled == []
+    # the same audit with a cache pickles its bundle: the spy sees what the first run did not do
+    gather([str(tree)], config=Config(cache=True, cache_dir=str(tmp_path / "c"), jobs=1), extractors=LAZY).extraction.close()
+    assert len(pickled) >= len(FILES)

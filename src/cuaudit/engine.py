@@ -384,13 +384,18 @@ class Extraction:
         try:
             self._extract(artifacts, todo, keys, new, total_tasks, total_bytes)
         finally:
-            # bundles for the artifacts that had none, once every fact of theirs is known
-            known = {**cached, **dict(new)}
-            name_of = {k: n for (_i, _p, n), k in keys.items()}
-            for i, ks in per_art.items():
-                if not isinstance(bundles.get(bundle_keys[i]), dict) and all(k in known for k in ks):
-                    new.append((bundle_keys[i], {k: _pickled(name_of[k], known[k]) for k in ks}))
-            self.store.put_many(new)
+            # --no-cache keeps nothing: a bundle would pickle every fact for nothing (1.4 s of a torch 2.8.0 check)
+            if self.store.keeps:
+                self._bundle_up(per_art, bundles, bundle_keys, keys, cached, new)
+
+    def _bundle_up(self, per_art, bundles, bundle_keys, keys, cached, new) -> None:
+        """Store the new facts, with a bundle for each artifact that had none once every fact of theirs is known."""
+        known = {**cached, **dict(new)}
+        name_of = {k: n for (_i, _p, n), k in keys.items()}
+        for i, ks in per_art.items():
+            if not isinstance(bundles.get(bundle_keys[i]), dict) and all(k in known for k in ks):
+                new.append((bundle_keys[i], {k: _pickled(name_of[k], known[k]) for k in ks}))
+        self.store.put_many(new)
 
     # -- facts read on demand ------------------------------------------------------------------
     def _load(self, wanted: list[tuple[int, str, str]]) -> None:
@@ -440,7 +445,7 @@ class Extraction:
                           sum(m.size for v in tasks.values() for m, _ in v), progress=None)
         finally:
             owner = {k: (i, n) for (i, _p, n), k in keys.items()}
-            for k, value in new:
+            for k, value in new if self.store.keeps else ():
                 i, name = owner[k]
                 bundle = bundles[i]
                 bundle.values[k] = _pickled(name, value)

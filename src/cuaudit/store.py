@@ -41,6 +41,11 @@ class FactStore:
         self.hits = 0
         self.misses = 0
 
+    @property
+    def keeps(self) -> bool:
+        """Whether :meth:`put_many` keeps anything (False for ``FactStore(None)`` and a store that failed to open)."""
+        return self.path is not None
+
     def _conn(self) -> sqlite3.Connection | None:
         if self.path is None:
             return None
