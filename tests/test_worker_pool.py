@@ -112,3 +112,29 @@ def test_a_worker_killed_mid_batch_has_its_work_redone_here(tmp_path, monkeypatc
     assert any(key[1] == "pkg/b3.py" for key in dict.keys(extraction.facts))
     assert _children() == before
     assert [f.message.replace("site2", "site") for f in report.findings] == [f.message for f in serial.findings]
+
+
+def test_a_worker_that_died_between_batches_is_replaced_and_its_batch_done(tmp_path, monkeypatch):
+    dist = make_installed(tmp_path / "site", "pkg", LEVELS)
+    serial = audit([dist], config=Config(cache=False, jobs=2), command="explain")
+    before = _children()
+    pools, extractions, log = _spy(monkeypatch, tmp_path)
+    spied = engine.Extraction._workers
+    killed: list[int] = []
+
+    def killing(self, *args):
+        pool = spied(self, *args)
+        if len(pools) == 2:  # the first batch read on demand: a worker of the up-front extraction dies first
+            pid = next(p for p in _extracted_by(log).get("pkg/_u0.py", ()) if p != os.getpid())
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        return pool
+
+    monkeypatch.setattr(engine.Extraction, "_workers", killing)
+    report = audit([make_installed(tmp_path / "site2", "pkg", LEVELS)], config=Config(cache=False, jobs=2),
+                   command="explain")
+    assert killed
+    [extraction] = extractions
+    assert extraction.pools_started >= 2  # the broken pool was dropped, a later batch started another
+    assert _children() == before
+    assert [f.message.replace("site2", "site") for f in report.findings] == [f.message for f in serial.findings]
