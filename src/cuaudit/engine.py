@@ -46,6 +46,8 @@ __all__ = ["audit", "gather", "audit_stats", "Report", "RuleContext", "ProbeReco
 #: Extraction is spread over processes once there is at least this much to do.
 PARALLEL_MIN_TASKS = 24
 PARALLEL_MIN_BYTES = 64 * 1024**2
+#: the same once a pool runs (an audit's later batches): sending costs no fork, only the pickles
+PARALLEL_WARM_MIN_TASKS = 8
 
 #: the commands whose audits reuse a snapshot of their last run (`diff` and `explain` audit
 #: two versions or a narrowed environment each run: they gain little)
@@ -291,9 +293,17 @@ def _reads_on_demand(artifact: Artifact) -> bool:
 class Extraction:
     """Facts for every (member, extractor) pair, from the cache or extracted now."""
 
-    def __init__(self, config: Config, progress: Progress | None) -> None:
+    def __init__(self, config: Config, progress: Progress | None, *, keep_workers: bool = False) -> None:
         self.config = config
         self.progress = progress
+        #: whether the worker pool outlives one extraction, for the batches read on demand later
+        #: (an audit: :meth:`close` stops it); else each parallel extraction has its own
+        self.keep_workers = keep_workers
+        self._pool: Any = None
+        #: the artifacts the pool's forked workers inherited (``_FORKED`` at their fork)
+        self._pool_artifacts: list[Artifact] = []
+        #: worker pools started (one per audit, unless a worker died)
+        self.pools_started = 0
         self.store = FactStore((config.cache_dir or default_cache_dir()) if config.cache else None)
         # The standard library is the machine's, not the audited input: `--no-cache` does not
         # parse it again each run (177 modules: a third of a cold cupy 14.2.0 check's sources).
@@ -508,8 +518,15 @@ class Extraction:
     def close(self) -> None:
         """Write the open bundles that gained facts (facts read on demand, evidence) and close
         the fact cache: once, when nothing more will be read (the end of an audit)."""
+        self.stop_workers()
         self.flush()
         self.store.close()
+
+    def stop_workers(self) -> None:
+        """End the worker pool, if one runs (idempotent: every way out of an audit calls it)."""
+        pool, self._pool, self._pool_artifacts = self._pool, None, []
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def flush(self) -> None:
         """Write the open bundles that gained facts (see :meth:`close`)."""
@@ -533,43 +550,67 @@ class Extraction:
         jobs = self.config.jobs or _usable_cpus()
         groups = [(i, chunk) for i, tasks in todo.items() for chunk in _chunks(tasks)]
         global _FORKED
-        parallel = jobs > 1 and len(groups) > 1 and (total_tasks >= PARALLEL_MIN_TASKS or total_bytes >= PARALLEL_MIN_BYTES)
+        # a running pool forks nothing more: a smaller batch (one artifact's, one chunk) is worth sending to it
+        warm = self._pool is not None
+        least = PARALLEL_WARM_MIN_TASKS if warm else PARALLEL_MIN_TASKS
+        parallel = jobs > 1 and (len(groups) > 1 or (warm and total_tasks > 1)) \
+            and (total_tasks >= least or total_bytes >= PARALLEL_MIN_BYTES)
         try:
             if parallel:
-                # imported here: a cached or small audit never starts workers (about 20 ms of start-up)
-                import multiprocessing
-                from concurrent.futures import ProcessPoolExecutor
-
-                ctx = multiprocessing.get_context("fork") if hasattr(os, "fork") else None
-                _FORKED = list(artifacts) if ctx is not None else None
-                # What the parent holds now is never collected in a worker: its pages stay shared
-                # with the parent instead of being copied when a collection touches them.
+                if len(groups) < 4 * jobs:
+                    # a small batch (a level of the import closure) in small chunks keeps every worker busy
+                    per = max(1, -(-total_tasks // (4 * jobs)))
+                    groups = [(i, chunk) for i, tasks in todo.items() for chunk in _chunks(tasks, max_items=per)]
+                fork = hasattr(os, "fork")
+                _FORKED = list(artifacts) if fork else None
+                # What the parent holds now is never collected in a worker: its pages stay shared with
+                # the parent instead of being copied when a collection touches them.  Done at every
+                # batch, not only at the fork: the parent's own collections then skip the models built
+                # since (a cold env of the accuracy-venv, 2 cores: 3 to 9 s more wall in 3 A/B pairs when frozen only at the fork).
                 gc.freeze()
-                with ProcessPoolExecutor(max_workers=min(jobs, len(groups)), mp_context=ctx) as pool, \
-                        gc_paused():  # the parent only gathers results (see heap.gc_paused)
-                    if ctx is not None:
+                pool = self._workers(artifacts, jobs, len(groups), fork)
+                broken = False
+                with gc_paused():  # the parent only gathers results (see heap.gc_paused)
+                    if fork:
                         # Forked workers inherit the artifacts: send indexes, not a pickled artifact
                         # per group (torch's wheel: 11 499 members, 1.5 MB and a re-read of its zip
                         # directory for each of 37 groups, ~5 s of CPU).
-                        submit = lambda i, chunk: pool.submit(_extract_forked, i, chunk)  # noqa: E731
+                        call = lambda i, chunk: pool.submit(_extract_forked, i, chunk)  # noqa: E731
                     else:
-                        submit = lambda i, chunk: pool.submit(_extract_group, artifacts[i], chunk)  # noqa: E731
+                        call = lambda i, chunk: pool.submit(_extract_group, artifacts[i], chunk)  # noqa: E731
+
+                    def submit(i, chunk):
+                        try:
+                            return call(i, chunk)
+                        except Exception:  # noqa: BLE001 - a worker died between batches: the parent does it
+                            return None
+
                     # The costliest groups start first (torch's 968 MB libtorch_cuda.so, listed late,
                     # otherwise ran alone at the end); results are still taken in listing order.
                     started = {g: submit(*groups[g]) for g in sorted(range(len(groups)), key=lambda g: -_cost(groups[g][1]))}
                     futures = [(i, chunk, started[g]) for g, (i, chunk) in enumerate(groups)]
-                    # The workers are forked by now: the progress bar's refresh
-                    # thread starts after, so no child inherits its locks.
+                    # The workers are forked by now (at the pool's first submit; later batches fork
+                    # nothing): the progress bar's refresh thread starts after, so no child inherits its locks.
                     if progress:
                         progress.start(total_bytes, "Extracting facts")
                     for i, chunk, fut in futures:
-                        try:
-                            results = fut.result()
-                        except Exception:  # noqa: BLE001 - a worker died (memory, signal): redo it here
+                        results = None
+                        if fut is not None:
+                            try:
+                                results = fut.result()
+                            except Exception as exc:  # noqa: BLE001 - a worker died (memory, signal): redo it here
+                                from concurrent.futures import BrokenExecutor
+
+                                broken = broken or isinstance(exc, BrokenExecutor)
+                        else:
+                            broken = True
+                        if results is None:
                             results = _extract_group(artifacts[i], chunk)
                         self._collect(artifacts, i, results, keys, new)
                         if progress:
                             progress.advance(sum(m.size for m, _ in chunk), chunk[-1][0].path)
+                if broken or not self.keep_workers:
+                    self.stop_workers()  # a pool whose worker died takes no more work; the next batch starts one
             else:
                 if progress:
                     progress.start(total_bytes, "Extracting facts")
@@ -577,10 +618,30 @@ class Extraction:
                     self._collect(artifacts, i, _extract_group(artifacts[i], chunk), keys, new)
                     if progress:
                         progress.advance(sum(m.size for m, _ in chunk), chunk[-1][0].path)
+        except BaseException:
+            self.stop_workers()  # no worker outlives a failed (or interrupted) extraction
+            raise
         finally:
-            _FORKED = None  # noqa: F841 - see the global statement above
+            _FORKED = None  # noqa: F841 - see the global statement above; running workers keep their copy
             if progress:
                 progress.stop()
+
+    def _workers(self, artifacts, jobs: int, groups: int, fork: bool):
+        """The worker pool: the running one, else a new one (its workers fork at the first submit)."""
+        if self._pool is not None and len(self._pool_artifacts) == len(artifacts) \
+                and all(a is b for a, b in zip(self._pool_artifacts, artifacts)):
+            return self._pool
+        self.stop_workers()  # forked for other artifacts: its workers' _FORKED is not these
+        # imported here: a cached or small audit never starts workers (about 20 ms of start-up)
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        # A kept pool is sized for the batches to come (levels of import closures), not this one.
+        workers = jobs if self.keep_workers else min(jobs, groups)
+        self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork") if fork else None)
+        self._pool_artifacts = list(artifacts)
+        self.pools_started += 1
+        return self._pool
 
     def _collect(self, artifacts, i, results, keys, new) -> None:
         for path, name, ok, value in results:
@@ -725,8 +786,9 @@ def _collect(
 
 
 def _extract(artifacts: list[Artifact], environment: EnvironmentInfo | None, problems: list[Finding], *,
-             config: Config, extractors: Iterable[str], progress: Progress | None) -> Gathered:
-    """The named facts of listed artifacts (cache, workers), with the problems met listing them."""
+             config: Config, extractors: Iterable[str], progress: Progress | None, keep_workers: bool = False) -> Gathered:
+    """The named facts of listed artifacts (cache, workers), with the problems met listing them
+    (``keep_workers``: see :class:`Extraction`; the caller then stops them)."""
     chosen = {n: facts_registry.get(n)() for n in sorted(set(extractors))}
     if not config.probe:
         chosen = {n: e for n, e in chosen.items() if not type(e).probe}
@@ -734,7 +796,7 @@ def _extract(artifacts: list[Artifact], environment: EnvironmentInfo | None, pro
     def wanted(member: Member) -> tuple[str, ...]:
         return tuple(n for n, e in chosen.items() if e.applies(member))
 
-    extraction = Extraction(config, progress)
+    extraction = Extraction(config, progress, keep_workers=keep_workers)
     with fewer_full_collections():
         extraction.run(artifacts, wanted)
     # The facts live until the audit ends and hold no cycle: later collections (the rules
@@ -791,40 +853,45 @@ def audit(
     selected = [rules_registry.get(c) for c in codes]
     runnable = [cls() for cls in selected if not cls.emitted_by_engine]
     names = extractors_for(codes)  # from the classes now imported: what they need, even if the index is stale
-    gathered = _extract(artifacts, environment, early, config=config, extractors=names, progress=progress)
+    gathered = _extract(artifacts, environment, early, config=config, extractors=names, progress=progress,
+                        keep_workers=True)
     extraction = gathered.extraction
-    probes: list[ProbeRecord] = []
-    evidence_inputs = EvidenceInputs(config, environment, extraction, record=slot is not None)
-    ctx = RuleContext(config, artifacts, extraction.facts, environment, probes,
-                      evidence=evidence_inputs, probe=Prober(config, probes))
-    findings: list[Finding] = list(gathered.problems)
-    with fewer_full_collections():  # the rules' models are large too (evidence parsed on demand)
-        for rule in runnable:
-            try:
-                findings += list(rule.check(ctx))
-            except Exception as exc:  # noqa: BLE001 - one broken rule must not hide the others
-                code, message, evidence = _error_for(exc)
-                ref = artifacts[0].ref if artifacts else ArtifactRef(kind=ArtifactKind.FILE, path=".")
-                findings.append(
-                    rules_registry.get("CU011").finding(
-                        Location(ref), f"rule {rule.code} failed: {message}", evidence={**evidence, "rule": rule.code}, key=rule.code
+    # the workers kept for the facts the rules read on demand end with the audit, however it ends
+    try:
+        probes: list[ProbeRecord] = []
+        evidence_inputs = EvidenceInputs(config, environment, extraction, record=slot is not None)
+        ctx = RuleContext(config, artifacts, extraction.facts, environment, probes,
+                          evidence=evidence_inputs, probe=Prober(config, probes))
+        findings: list[Finding] = list(gathered.problems)
+        with fewer_full_collections():  # the rules' models are large too (evidence parsed on demand)
+            for rule in runnable:
+                try:
+                    findings += list(rule.check(ctx))
+                except Exception as exc:  # noqa: BLE001 - one broken rule must not hide the others
+                    code, message, evidence = _error_for(exc)
+                    ref = artifacts[0].ref if artifacts else ArtifactRef(kind=ArtifactKind.FILE, path=".")
+                    findings.append(
+                        rules_registry.get("CU011").finding(
+                            Location(ref), f"rule {rule.code} failed: {message}", evidence={**evidence, "rule": rule.code}, key=rule.code
+                        )
                     )
-                )
-    # problems met extracting what the rules read on demand (the format check's own, as a rule)
-    findings += extraction.problems[gathered.reported:]
-    stats = audit_stats(gathered, started)
-    suppressions = suppressions_for(findings, artifacts, config)
-    if slot is not None and content is not None and not any(f.code == "CU011" for f in findings):
-        # a CU011 is cuaudit's own failure (or a worker that died): never kept for the next run
-        stats.pop("seconds")
-        snapshot.save(extraction.store, slot, snapshot.Snapshot(
-            content, findings, [list(a.skipped) for a in artifacts], suppressions, evidence_inputs.recorded,
-            {**{k: v for k, v in stats.items() if k not in ("facts_extracted", "evidence_facts_extracted")},
-             "facts_extracted": 0, "evidence_facts_extracted": 0,
-             "facts_cached": stats["facts_cached"] + stats["facts_extracted"],
-             "evidence_facts_cached": stats["evidence_facts_cached"] + stats["evidence_facts_extracted"]},
-        ))
-    extraction.close()
+        # problems met extracting what the rules read on demand (the format check's own, as a rule)
+        findings += extraction.problems[gathered.reported:]
+        stats = audit_stats(gathered, started)
+        suppressions = suppressions_for(findings, artifacts, config)
+        if slot is not None and content is not None and not any(f.code == "CU011" for f in findings):
+            # a CU011 is cuaudit's own failure (or a worker that died): never kept for the next run
+            stats.pop("seconds")
+            snapshot.save(extraction.store, slot, snapshot.Snapshot(
+                content, findings, [list(a.skipped) for a in artifacts], suppressions, evidence_inputs.recorded,
+                {**{k: v for k, v in stats.items() if k not in ("facts_extracted", "evidence_facts_extracted")},
+                 "facts_extracted": 0, "evidence_facts_extracted": 0,
+                 "facts_cached": stats["facts_cached"] + stats["facts_extracted"],
+                 "evidence_facts_cached": stats["evidence_facts_cached"] + stats["evidence_facts_extracted"]},
+            ))
+        extraction.close()
+    finally:
+        extraction.stop_workers()
     return _report(config, codes, artifacts, environment, findings, suppressions, probes, evidence_inputs.refs(),
                    {**stats, "snapshot_reused": False}, started, command)
 

@@ -1,0 +1,140 @@
+"""One worker pool per audit: forked at the first parallel extraction, reused by every batch of
+facts the rules read on demand, ended with the audit; a worker that dies has its work redone here."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from conftest import make_installed
+
+from cuaudit import audit, engine
+from cuaudit.config import Config
+
+#: a package whose import closure has levels of ten modules each (a -> b -> c), read level by level
+LEVELS = {
+    "pkg/__init__.py": "".join(f"from . import a{k}\n" for k in range(10)),
+    **{f"pkg/a{k}.py": f"from . import b{k}\n\ndef f{k}():\n    return {k}\n" for k in range(10)},
+    **{f"pkg/b{k}.py": f"from . import c{k}\n\nB = {k}\n" for k in range(10)},
+    **{f"pkg/c{k}.py": f"import os\n\nC = os.sep * {k}\n" for k in range(10)},
+    # modules nothing imports: enough format checks for the up-front extraction to go to the workers
+    **{f"pkg/_u{k}.py": f"U = {k}\n" for k in range(70)},
+}
+
+
+def _children() -> set[int]:
+    """This process's child processes, as the kernel lists them."""
+    me = str(os.getpid())
+    out = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if stat.rsplit(")", 1)[1].split()[1] == me:
+                out.add(int(entry))
+    return out
+
+
+def _spy(monkeypatch, tmp_path: Path, *, kill: str | None = None):
+    """Records the pools each extraction used, and which process extracted each member
+    (a worker that meets ``kill`` dies by SIGKILL mid-batch)."""
+    pools: list[object] = []
+    extractions: list[engine.Extraction] = []
+    log = tmp_path / "extracted.log"
+    parent = os.getpid()
+    workers, real_group = engine.Extraction._workers, engine._extract_group
+
+    def spied_workers(self, *args):
+        pool = workers(self, *args)
+        pools.append(pool)
+        if self not in extractions:
+            extractions.append(self)
+        return pool
+
+    def spied_group(artifact, tasks):
+        with open(log, "a") as fh:  # appended by the workers too: they inherit this function at their fork
+            fh.writelines(f"{os.getpid()} {m.path}\n" for m, _ in tasks)
+        if kill is not None and os.getpid() != parent and any(m.path == kill for m, _ in tasks):
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real_group(artifact, tasks)
+
+    monkeypatch.setattr(engine.Extraction, "_workers", spied_workers)
+    monkeypatch.setattr(engine, "_extract_group", spied_group)
+    return pools, extractions, log
+
+
+def _extracted_by(log: Path) -> dict[str, set[int]]:
+    out: dict[str, set[int]] = {}
+    for line in log.read_text().splitlines():
+        pid, path = line.split(" ", 1)
+        out.setdefault(path, set()).add(int(pid))
+    return out
+
+
+def test_one_pool_serves_every_batch_of_an_audit_and_no_worker_outlives_it(tmp_path, monkeypatch):
+    dist = make_installed(tmp_path / "site", "pkg", LEVELS)
+    serial = audit([dist], config=Config(cache=False, jobs=1), command="explain")
+    before = _children()
+    pools, extractions, log = _spy(monkeypatch, tmp_path)
+    report = audit([make_installed(tmp_path / "site2", "pkg", LEVELS)], config=Config(cache=False, jobs=2),
+                   command="explain")
+    # the up-front extraction and at least two levels of the import closure went to the workers ...
+    assert len(pools) >= 3
+    # ... of one pool, started once
+    assert len({id(p) for p in pools}) == 1 and [e.pools_started for e in extractions] == [1]
+    by = _extracted_by(log)
+    worker_pids = {pid for pids in by.values() for pid in pids} - {os.getpid()}
+    assert worker_pids and len(worker_pids) <= 2  # two workers did every batch: none forked later
+    assert {"pkg/a3.py", "pkg/b3.py", "pkg/c3.py"} <= by.keys()
+    # every worker ended with the audit
+    assert _children() == before
+    for pid in worker_pids:
+        assert not Path(f"/proc/{pid}").exists()
+    assert [f.code for f in report.findings] == [f.code for f in serial.findings]
+    assert [f.message.replace("site2", "site") for f in report.findings] == [f.message for f in serial.findings]
+
+
+def test_a_worker_killed_mid_batch_has_its_work_redone_here(tmp_path, monkeypatch):
+    dist = make_installed(tmp_path / "site", "pkg", LEVELS)
+    serial = audit([dist], config=Config(cache=False, jobs=1), command="explain")
+    before = _children()
+    pools, extractions, log = _spy(monkeypatch, tmp_path, kill="pkg/b3.py")
+    report = audit([make_installed(tmp_path / "site2", "pkg", LEVELS)], config=Config(cache=False, jobs=2),
+                   command="explain")
+    by = _extracted_by(log)
+    # a worker took b3 and died; the parent extracted it, and the audit went on to the next level
+    assert os.getpid() in by["pkg/b3.py"] and len(by["pkg/b3.py"]) >= 2
+    assert "pkg/c3.py" in by
+    [extraction] = extractions
+    assert any(key[1] == "pkg/b3.py" for key in dict.keys(extraction.facts))
+    assert _children() == before
+    assert [f.message.replace("site2", "site") for f in report.findings] == [f.message for f in serial.findings]
+
+
+def test_a_worker_that_died_between_batches_is_replaced_and_its_batch_done(tmp_path, monkeypatch):
+    dist = make_installed(tmp_path / "site", "pkg", LEVELS)
+    serial = audit([dist], config=Config(cache=False, jobs=2), command="explain")
+    before = _children()
+    pools, extractions, log = _spy(monkeypatch, tmp_path)
+    spied = engine.Extraction._workers
+    killed: list[int] = []
+
+    def killing(self, *args):
+        pool = spied(self, *args)
+        if len(pools) == 2:  # the first batch read on demand: a worker of the up-front extraction dies first
+            pid = next(p for p in _extracted_by(log).get("pkg/_u0.py", ()) if p != os.getpid())
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        return pool
+
+    monkeypatch.setattr(engine.Extraction, "_workers", killing)
+    report = audit([make_installed(tmp_path / "site2", "pkg", LEVELS)], config=Config(cache=False, jobs=2),
+                   command="explain")
+    assert killed
+    [extraction] = extractions
+    assert extraction.pools_started >= 2  # the broken pool was dropped, a later batch started another
+    assert _children() == before
+    assert [f.message.replace("site2", "site") for f in report.findings] == [f.message for f in serial.findings]
