@@ -114,7 +114,7 @@ def test_a_worker_killed_mid_batch_has_its_work_redone_here(tmp_path, monkeypatc
     assert [f.message.replace("site2", "site") for f in report.findings] == [f.message for f in serial.findings]
 
 
-def test_a_worker_that_died_between_batches_is_replaced_and_its_batch_done(tmp_path, monkeypatch):
+def test_a_worker_that_died_between_batches_loses_no_fact_and_leaves_no_process(tmp_path, monkeypatch):
     dist = make_installed(tmp_path / "site", "pkg", LEVELS)
     serial = audit([dist], config=Config(cache=False, jobs=2), command="explain")
     before = _children()
@@ -135,6 +135,10 @@ def test_a_worker_that_died_between_batches_is_replaced_and_its_batch_done(tmp_p
                    command="explain")
     assert killed
     [extraction] = extractions
-    assert extraction.pools_started >= 2  # the broken pool was dropped, a later batch started another
+    # Whether a later batch starts a second pool depends on when the executor notices the death (on
+    # 3.10-3.12 before the next submit, on 3.13 it may not before the audit ends): what must hold is
+    # that nothing is lost and nothing is left behind.
+    assert extraction.pools_started >= 1
+    assert all(f"pkg/{lvl}{k}.py" in _extracted_by(log) for lvl in "abc" for k in range(10))
     assert _children() == before
     assert [f.message.replace("site2", "site") for f in report.findings] == [f.message for f in serial.findings]
