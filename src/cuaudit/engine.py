@@ -326,7 +326,7 @@ class Extraction:
         """Extract (or take from the cache) the facts ``wanted`` names; on-demand ones wait to be read."""
         pending: list[tuple[int, Member, tuple[str, ...]]] = []
         keys: dict[tuple[int, str, str], str] = {}
-        on_demand = {n for n in facts_registry.all_extractors() if facts_registry.get(n).on_demand}
+        on_demand = set(facts_registry.flagged("on_demand"))
         deferred = self.facts.pending
         self._artifacts = list(artifacts)
         self.facts.load = self._load
@@ -411,7 +411,7 @@ class Extraction:
         todo: dict[int, dict[str, tuple[Member, list[str]]]] = {}
         keys: dict[tuple[int, str, str], str] = {}
         bundles: dict[int, _OpenBundle] = {}
-        along = [n for n in facts_registry.all_extractors() if facts_registry.get(n).extracted_along]
+        along = facts_registry.flagged("extracted_along")
         # an extractor cheap beside the parse comes along with any other on-demand fact of a member
         wanted = list(wanted) + [(i, path, n) for i, path, name in wanted if facts_registry.get(name).parses
                                  for n in along if n != name and (i, path, n) in pending]
@@ -498,7 +498,7 @@ class Extraction:
             store = self.store
             if kind == "facts":
                 identity = (kind, *identity, ref.version)
-            if getattr(artifact, "machine", False):
+            if artifact.machine:
                 # kept across --no-cache runs: the audited interpreter (its stdlib folder and
                 # version) and the one parsing it name the bundle; each fact's key holds its file's stat
                 identity += (ref.version, *_running_interpreter())
@@ -509,7 +509,7 @@ class Extraction:
             bundle = _OpenBundle(key, dict(stored) if isinstance(stored, dict) else {}, store)
             if kind == "facts":
                 # stale values (members changed since) are dropped when the bundle is written
-                names = [n for n in facts_registry.all_extractors() if facts_registry.get(n).on_demand]
+                names = facts_registry.flagged("on_demand")
                 bundle.current = {FactStore.key(n, facts_registry.get(n).version, m.content_key)
                                   for m in artifact.members for n in names}
             self._bundles[(kind, ref)] = bundle

@@ -42,6 +42,12 @@ def is_test_path(path: str) -> bool:
     )
 
 
+def dotted_prefixes(name: str) -> tuple[str, ...]:
+    """``a``, ``a.b``, ``a.b.c`` for ``a.b.c``: the modules importing ``name`` imports, outermost first."""
+    parts = name.split(".")
+    return tuple(".".join(parts[: i + 1]) for i in range(len(parts)))
+
+
 _SEPARATORS = re.compile(r"[-_.]+")
 
 

@@ -423,8 +423,7 @@ class ImportTimeModel:
         """``a``, ``a.b``, ``a.b.c`` for ``a.b.c``: the modules importing it imports, outermost first."""
         got = self._chains.get(base)
         if got is None:
-            parts = base.split(".")
-            got = self._chains[base] = tuple(".".join(parts[: i + 1]) for i in range(len(parts)))
+            got = self._chains[base] = names.dotted_prefixes(base)
         return got
 
     def _effect(self, module: str, is_pkg: bool, prog: ImportTimeFacts, e: Effect, out: ModuleRun, t: Truth, depth: int,
@@ -470,8 +469,7 @@ class ImportTimeModel:
             if computed and target:
                 out.computed.setdefault(target, f"{module}:{e.line} imports {target} (`{e.expr}` with the "
                                                 "class attributes it reads at their defaults)")
-            parts = [p for p in target.split(".") if p]
-            self._add(out, [".".join(parts[: i + 1]) for i in range(len(parts))], t)
+            self._add(out, list(names.dotted_prefixes(".".join(p for p in target.split(".") if p))), t)
         elif e.kind == "globals-update":
             out.renamed.setdefault(module, f"{module}:{e.line} updates its globals from {e.value}.__dict__")
         elif e.kind == "swap":

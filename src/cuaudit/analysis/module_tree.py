@@ -29,6 +29,7 @@ from cuaudit.facts.import_time import ImportTimeFacts
 from cuaudit.facts.python_source import ImportRecord, PythonSourceFacts, platform_allows
 from cuaudit.inputs.evidence import StdlibFolder, stdlib_dir, stdlib_folder  # noqa: F401 - stdlib_dir re-exported
 from cuaudit.model import ArtifactKind
+from cuaudit.names import dotted_prefixes
 
 _EXT = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z0-9_-]+)*\.(so|pyd)$")
 _DATA_DIR = re.compile(r"^[^/]+\.data/(purelib|platlib)/")
@@ -340,8 +341,7 @@ class ModuleUniverse:
         base = self.resolve(imp, importer, importer_is_package)
         if not base:
             return []
-        parts = base.split(".")
-        out = [".".join(parts[: i + 1]) for i in range(len(parts))]
+        out = list(dotted_prefixes(base))
         if imp.kind == "from" and imp.name and imp.name != "*":
             cand = f"{base}.{imp.name}"
             if self.exists(cand):
@@ -359,8 +359,7 @@ class ModuleUniverse:
                 target = ".".join(base + [dyn.lstrip(".")]) if dyn.lstrip(".") else ".".join(base)
             else:
                 target = dyn
-            parts = [p for p in target.split(".") if p]
-            out.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+            out.update(dotted_prefixes(".".join(p for p in target.split(".") if p)))
         return out
 
     def direct_imports(self, name: str) -> tuple[frozenset[str], bool]:
@@ -381,8 +380,7 @@ class ModuleUniverse:
                 evidence = getattr(found, "imports", None)
                 for dotted in evidence if evidence is not None else getattr(found, "dotted", ()):
                     if dotted in self.entries and dotted != name:
-                        parts = dotted.split(".")
-                        out.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+                        out.update(dotted_prefixes(dotted))
                         packages.add(dotted)
                 # `from pkg import sub` in Cython: "pkg" and "sub" are separate strings; in other
                 # extension modules a bare identifier is an attribute or keyword name (matplotlib's
@@ -468,8 +466,7 @@ class ModuleUniverse:
             return
         frontier: set[str] = set()
         for root in roots:
-            parts = root.split(".")
-            frontier.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+            frontier.update(dotted_prefixes(root))
         if with_facts:
             # the parse of a root serves its program and its facts alike: one batch
             self.prefetch_facts([e for r in sorted(set(roots)) if (e := self.entries.get(r)) is not None],
@@ -495,8 +492,7 @@ class ModuleUniverse:
                         continue
                     if not base:
                         continue
-                    parts = base.split(".")
-                    found.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+                    found.update(dotted_prefixes(base))
                     if effect.kind == "import" and effect.name and effect.name != "*":
                         found.add(f"{base}.{effect.name}")
             frontier = {n for n in found if n in self._programs} - seen
@@ -525,8 +521,7 @@ class ModuleUniverse:
         graph = self._graphs.get(stdlib_request)
         if graph is None:
             graph = self._graphs[stdlib_request] = _Components(lambda m: self._imports_followed(m, stdlib_request))
-        parts = root.split(".")
-        result = graph.reach([".".join(parts[: i + 1]) for i in range(len(parts))])
+        result = graph.reach(list(dotted_prefixes(root)))
         self._closure[key] = result
         return result
 

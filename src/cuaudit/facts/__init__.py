@@ -279,3 +279,8 @@ def registered(name: str) -> type[Extractor] | None:
 def all_extractors() -> dict[str, type[Extractor]]:
     load_all()
     return dict(_REGISTRY)
+
+
+def flagged(attribute: str) -> list[str]:
+    """Names of the extractors whose class sets ``attribute`` (``on_demand``, ``extracted_along``)."""
+    return [name for name, cls in all_extractors().items() if getattr(cls, attribute)]

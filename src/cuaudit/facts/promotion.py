@@ -853,9 +853,14 @@ def analyse_source(source: str, filename: str = "<source>") -> PromotionFacts:
     return promotion_facts(parse_python_text(source, filename))
 
 
+def _names_a_library(text: str) -> bool:
+    """Whether the text names numpy or cupy: without either, a module has no CU4xx fact."""
+    return "numpy" in text or "cupy" in text
+
+
 def promotion_facts(module: PythonModule) -> PromotionFacts:
     """The CU4xx facts of one parsed module (none when it does not parse: the format check reports it)."""
-    if module.error is not None or not any(m in module.text for m in ("numpy", "cupy")):
+    if module.error is not None or not _names_a_library(module.text):
         return PromotionFacts()
     analysis = _Analysis(module)
     analysis.run(module.tree)
@@ -898,7 +903,7 @@ class PromotionSourceExtractor(Extractor):
         data = reader.read(MAX_SOURCE_BYTES + 1)
         if len(data) <= MAX_SOURCE_BYTES:
             text = decode_source(data, reader.path)
-            if "numpy" not in text and "cupy" not in text:
+            if not _names_a_library(text):
                 return PromotionFacts()
         return promotion_facts(reader.python())
 

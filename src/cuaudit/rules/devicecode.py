@@ -13,6 +13,7 @@ from typing import Iterator
 from cuaudit.facts.fatbin import DeviceCode, FatbinEntry
 from cuaudit.facts.metadata import DistMetadata
 from cuaudit.model import ArtifactKind, Finding, Fix, Location, MemberKind, Severity
+from cuaudit.names import canonical_name
 from cuaudit.rules import Rule
 
 _LOCAL_CUDA = re.compile(r"\+cu\d+")
@@ -140,15 +141,11 @@ def cuda_claims(ctx, art) -> list[tuple[str, bool]]:
     for other in ctx.artifacts:
         if other is art or other.ref.kind is not ArtifactKind.SDIST:
             continue
-        if _norm(other.ref.name) == _norm(name):
+        if canonical_name(other.ref.name or "") == canonical_name(name or ""):
             src = [m.path for m in other.members if m.kind is MemberKind.CUDA and m.path.endswith(".cu")]
             if src:
                 claims.append((f"its sdist {other.ref.path.rsplit('/', 1)[-1]} has CUDA sources ({src[0]})", True))
     return claims
-
-
-def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", (name or "").lower())
 
 
 class CudaWheelWithoutDeviceCode(Rule):

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from cuaudit.model import Applicability, ArtifactKind, Edit, Finding, Fix, Location, Severity
+from cuaudit.names import canonical_name
 from cuaudit.rules import Rule
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -41,12 +42,8 @@ _CUPY_COPYTO_BROKEN_RELEASES = ("13.0.0", "13.1.0", "13.2.0")
 _CUPY_NAME = re.compile(r"^cupy(-cuda\d+x?|-rocm-[\d-]+|-wheel)?$")
 
 
-def _canon(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def is_cupy(name: str) -> bool:
-    return bool(_CUPY_NAME.match(_canon(name)))
+    return bool(_CUPY_NAME.match(canonical_name(name)))
 
 
 @dataclass(frozen=True)
@@ -152,7 +149,7 @@ def versions_for(ctx: "RuleContext", artifact: "Artifact") -> Versions:
         if ctx.environment is None and not installed:
             return None
         cupy = tuple((r.name, r.version) for r in installed if is_cupy(r.name))
-        numpy = tuple(r.version for r in installed if _canon(r.name) == "numpy")
+        numpy = tuple(r.version for r in installed if canonical_name(r.name) == "numpy")
         where = ctx.environment.python if ctx.environment is not None else "installed distributions"
         return Versions("environment", cupy, numpy, where)
 
@@ -168,7 +165,7 @@ def versions_for(ctx: "RuleContext", artifact: "Artifact") -> Versions:
             for text in fact.requirements:
                 r = _requirement(text)
                 if r:
-                    (cupy.append(r) if is_cupy(r[0]) else numpy.append(r[1]) if _canon(r[0]) == "numpy" else None)
+                    (cupy.append(r) if is_cupy(r[0]) else numpy.append(r[1]) if canonical_name(r[0]) == "numpy" else None)
             if fact.requirements:
                 where.append(member.path)
         if artifact.ref.kind in (ArtifactKind.WHEEL, ArtifactKind.SDIST):
@@ -176,7 +173,7 @@ def versions_for(ctx: "RuleContext", artifact: "Artifact") -> Versions:
                 for text in meta.requires_dist:
                     r = _requirement(text)
                     if r:
-                        (cupy.append(r) if is_cupy(r[0]) else numpy.append(r[1]) if _canon(r[0]) == "numpy" else None)
+                        (cupy.append(r) if is_cupy(r[0]) else numpy.append(r[1]) if canonical_name(r[0]) == "numpy" else None)
                 where.append(member.path)
         if is_cupy(artifact.ref.name) and artifact.ref.version:
             # auditing a CuPy release itself: its own version is the CuPy in play
