@@ -25,7 +25,7 @@ from cuaudit.facts.elf import ElfFacts
 from cuaudit.analysis.libraries import CudaCatalog, split_soname
 from cuaudit.analysis.loader import Resolution, Resolver
 from cuaudit.model import ArtifactKind, Finding, Fix, Location, Severity
-from cuaudit.names import absolute_module
+from cuaudit.names import absolute_module, dotted_prefixes
 from cuaudit.rules import Rule
 from cuaudit.config import Option
 
@@ -327,8 +327,7 @@ def _imported(facts: Any, mod: str, path: str) -> list[str]:
         if stmt.guarded:
             continue  # a failure there is caught: the import of the package still works
         base = absolute_module(stmt.module, stmt.level, package) or ""
-        parts = base.split(".")
-        targets += [".".join(parts[: k + 1]) for k in range(len(parts))]
+        targets += dotted_prefixes(base)
         targets += [f"{base}.{n}" for n in stmt.names if n != "*"]
     return targets
 
