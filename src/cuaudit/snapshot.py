@@ -48,7 +48,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from cuaudit.store import FactStore
 
 #: bump when what a snapshot holds, or how its key is made, changes
-SCHEMA = 2
+SCHEMA = 3
 
 #: configuration fields that never reach a rule: where the cache is, how many workers
 _NOT_KEYED = frozenset({"jobs", "cache", "cache_dir", "cache_max_size", "probe_timeout", "source", "option_sources"})
@@ -147,13 +147,23 @@ def content_identity(artifacts: Sequence["Artifact"], code: str, list_members: C
 
     A single-file artifact (a wheel, an sdist, a file) stands by its file's identity,
     unlisted: the identity (device, inode, size, mtime, ctime) changes with any rewrite,
-    and the member keys are made from it.  The others are listed (``list_members``)."""
+    and the member keys are made from it.  An artifact with a :meth:`~cuaudit.inputs.Artifact.listing_key`
+    (an installed distribution: the ``stat`` of every file its RECORD lists) stands by that key,
+    unlisted too.  The others are listed (``list_members``)."""
     h = hashlib.blake2b(code.encode(), digest_size=20)
     for art in artifacts:
         ident = listing_identity(art)
         if ident is not None:
             h.update(f"\0{type(art).__name__}\0{art.ref!r}\0file\0{ident}\0{art.problems!r}\n"
                      .encode("utf-8", "surrogateescape"))
+            continue
+        try:
+            key = art.listing_key()
+        except Exception:  # noqa: BLE001 - whatever went wrong, the listing meets it too and reports it
+            key = None
+        if key is not None:
+            h.update(f"\0{type(art).__name__}\0{art.ref!r}\0stat\n".encode("utf-8", "surrogateescape"))
+            h.update(key.encode("utf-8", "surrogateescape"))
             continue
         list_members(art)
         h.update(f"\0{type(art).__name__}\0{art.ref!r}\0{art.problems!r}\0{art.skipped!r}\n".encode("utf-8", "surrogateescape"))

@@ -133,6 +133,11 @@ class Artifact:
         """The member's file on disk, when it has one (for mmap)."""
         return None
 
+    def listing_key(self) -> str | None:
+        """A text that changes whenever the listing would (members, their keys, problems, skips),
+        made more cheaply than listing, or None: a snapshot is then keyed by the listing itself."""
+        return None
+
     # -- shared -----------------------------------------------------------------
     @property
     def members(self) -> list[Member]:

@@ -303,22 +303,25 @@ class InstalledDistribution(Artifact):
                 members.append(Member(rel, classify(rel), st.st_size, stat_key(st, full)))
         return members
 
+    def _editable(self) -> bool:
+        """Whether this is an editable install (PEP 660)."""
+        # `pip install -e` records it in direct_url.json; setuptools' editable
+        # wheels also name their files __editable__* (installed from a wheel
+        # file, direct_url.json says archive_info instead).
+        if any("__editable__" in rel and os.path.basename(rel).startswith("__editable__") for rel in self._record or ()):
+            return True
+        try:
+            return bool(json.loads(read_regular(os.path.join(self.meta_dir, "direct_url.json")) or b"{}")
+                        .get("dir_info", {}).get("editable"))
+        except (ValueError, AttributeError, RecursionError):
+            return False
+
     def _editable_files(self) -> dict[str, str]:
         """Files of an editable install (PEP 660), by import path: its sources live
         outside the site dir, where a `.pth` path line or setuptools' finder
         module (`__editable___*_finder.py`, its MAPPING read with `ast`, never
         imported) points.  A GPU package built in place keeps its `.so` there."""
-        # `pip install -e` records it in direct_url.json; setuptools' editable
-        # wheels also name their files __editable__* (installed from a wheel
-        # file, direct_url.json says archive_info instead).
-        editable = any("__editable__" in rel and os.path.basename(rel).startswith("__editable__") for rel in self._record or ())
-        if not editable:
-            try:
-                editable = bool(json.loads(read_regular(os.path.join(self.meta_dir, "direct_url.json")) or b"{}")
-                                .get("dir_info", {}).get("editable"))
-            except (ValueError, AttributeError, RecursionError):
-                return {}
-        if not editable:
+        if not self._editable():
             return {}
         site = self.ref.path
         tops = _top_level(self.meta_dir)
@@ -370,22 +373,8 @@ class InstalledDistribution(Artifact):
             # No RECORD (egg-info, some conda packages): the metadata folder and top-level packages.
             files = self._files_without_record()
         members: list[Member] = []
-        seen: set[str] = set()
         prefix = site if site.endswith(os.sep) else site + os.sep
-        for rel in files:
-            if "\\" in rel:
-                rel = rel.replace("\\", "/")
-            if rel.startswith("/") or "./" in rel or "//" in rel or rel.endswith((".", "/")):
-                norm = os.path.normpath(rel).replace(os.sep, "/")
-                if norm.startswith("../") or os.path.isabs(norm):
-                    continue  # scripts in bin/ and headers live outside the site dir
-            else:
-                norm = rel  # already normal, as installers write nearly every line (listing 49 k files is the cached run)
-            if norm in seen:
-                continue
-            seen.add(norm)
-            if norm.endswith(".pyc"):
-                continue  # bytecode: never analysed, not even stat'ed
+        for norm in _site_paths(files):
             full = prefix + norm
             try:
                 st = os.stat(full)
@@ -404,6 +393,33 @@ class InstalledDistribution(Artifact):
                     members.append(Member(f"{rel_meta}/{name}", classify(f"{rel_meta}/{name}"), os.path.getsize(full), stat_key(os.stat(full), f"{rel_meta}/{name}")))
         return members
 
+    def listing_key(self) -> str | None:
+        """What this distribution's listing follows from, without listing it: the RECORD's paths and
+        the ``stat`` of each (mode and :func:`~cuaudit.inputs.identity.file_identity`), with the
+        problems met reading the RECORD.  Member kinds and keys follow from these and cuaudit's code.
+
+        None where the listing reads more than that (no RECORD, an editable install's sources,
+        the METADATA found outside a RECORD that lists none): those are listed.  A cached ``env``
+        of 49,549 files spent most of its time building the members this does without."""
+        if self._record is None or self._editable():
+            return None
+        site = self.ref.path
+        prefix = site if site.endswith(os.sep) else site + os.sep
+        meta = os.path.basename(self.meta_dir) + "/"
+        has_meta = False
+        out = [self.meta_dir, repr(self.problems)]
+        put = out.append
+        for norm in _site_paths(self._record):
+            try:
+                st = os.stat(prefix + norm)
+            except OSError:
+                put(f"{norm}\0-")
+                continue
+            if not has_meta and norm.startswith(meta) and stat.S_ISREG(st.st_mode):
+                has_meta = True
+            put(f"{norm}\0{st.st_mode}:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}")
+        return "\n".join(out) if has_meta else None
+
     def _files_without_record(self) -> list[str]:
         site = self.ref.path
         out: list[str] = []
@@ -420,6 +436,28 @@ class InstalledDistribution(Artifact):
     def fs_path(self, path: str) -> str:
         outside = self._outside.get(path)
         return outside if outside is not None else os.path.join(self.ref.path, *path.split("/"))
+
+
+def _site_paths(files: list[str]) -> list[str]:
+    """The paths of ``files`` (as a RECORD lists them) under the site dir, normalised, each once;
+    bytecode left out (never analysed, not even stat'ed: importing rewrites it)."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for rel in files:
+        if "\\" in rel:
+            rel = rel.replace("\\", "/")
+        if rel.startswith("/") or "./" in rel or "//" in rel or rel.endswith((".", "/")):
+            norm = os.path.normpath(rel).replace(os.sep, "/")
+            if norm.startswith("../") or os.path.isabs(norm):
+                continue  # scripts in bin/ and headers live outside the site dir
+        else:
+            norm = rel  # already normal, as installers write nearly every line (listing 49 k files is the cached run)
+        if norm in seen:
+            continue
+        seen.add(norm)
+        if not norm.endswith(".pyc"):
+            out.append(norm)
+    return out
 
 
 def _top_level(meta_dir: str) -> list[str]:
