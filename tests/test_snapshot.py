@@ -195,3 +195,108 @@ def test_the_standard_library_questions_are_recorded_and_asked_again(env, monkey
     assert ref.name == "stdlib" and questions[("member", "json/decoder.py")] is not None
     monkeypatch.setattr(snapshot, "ask_again", lambda artifact, questions: False)
     assert not _env_audit(env).stats["snapshot_reused"]
+
+
+# -- an installed distribution's key: the stat of every file its RECORD lists, without listing it --------
+
+
+def test_a_reused_snapshot_lists_no_distribution(env, monkeypatch):
+    """The key of a distribution with a RECORD is made from stat calls alone: no member is built."""
+    from cuaudit.inputs.environment import InstalledDistribution
+
+    cold = _env_audit(env)
+
+    def no_listing(self):
+        raise AssertionError(f"{self.ref.name} listed on a snapshot's hit")
+
+    monkeypatch.setattr(InstalledDistribution, "list_members", no_listing)
+    warm = _env_audit(env)
+    assert warm.stats["snapshot_reused"] and _json(warm) == _json(cold)
+
+
+def test_a_file_removed_from_disk_runs_the_audit_again(env):
+    _env_audit(env)
+    (env["site"] / "trap" / "sub.py").unlink()  # still in RECORD: skipped as missing, trap.sub gone
+    again = _env_audit(env)
+    assert not again.stats["snapshot_reused"]
+    assert any("missing on disk" in s.reason for s in again.skipped)
+    assert _json(again) == _json(_uncached(env))
+    assert _env_audit(env).stats["snapshot_reused"]
+
+
+def test_a_file_replaced_with_the_same_size_and_mtime_runs_the_audit_again(env):
+    """Another inode (and ctime), same size and mtime: what `cp -p` or an installer's rename leaves."""
+    _env_audit(env)
+    init = env["site"] / "trap" / "__init__.py"
+    st = os.stat(init)
+    new = init.with_name("new.tmp")
+    new.write_text("from . import sub\n"[: st.st_size].ljust(st.st_size))
+    os.utime(new, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.replace(new, init)
+    assert os.stat(init).st_size == st.st_size and os.stat(init).st_mtime_ns == st.st_mtime_ns
+    again = _env_audit(env)
+    assert not again.stats["snapshot_reused"] and _json(again) == _json(_uncached(env))
+
+
+def test_a_record_listing_other_files_runs_the_audit_again(env):
+    """A file on disk becomes a member when the RECORD names it (and a missing one a skip), though no
+    file's stat changed: the RECORD here does not list itself, as some installers write it."""
+    (env["site"] / "fine" / "extra.py").write_text("import fine.nowhere\n")
+    record = env["site"] / "fine-1.0.dist-info" / "RECORD"
+    record.write_text(record.read_text().replace("fine-1.0.dist-info/RECORD,,\n", ""))
+    before = _env_audit(env)
+    for old, new in (("fine/part.py,,\n", "fine/extra.py,,\n"), ("fine/extra.py,,\n", "fine/gone.py,,\n")):
+        text = record.read_text()
+        assert old in text
+        record.write_text(text + new)
+        again = _env_audit(env)
+        assert not again.stats["snapshot_reused"]
+        assert _json(again) == _json(_uncached(env)) != _json(before)
+    assert any(s.location.member == "fine/gone.py" for s in again.skipped)
+
+
+def test_a_file_turned_into_a_fifo_runs_the_audit_again(env):
+    _env_audit(env)
+    part = env["site"] / "fine" / "part.py"
+    part.unlink()
+    os.mkfifo(part)
+    again = _env_audit(env)
+    assert not again.stats["snapshot_reused"]
+    assert any(s.reason == "not a regular file; not read" for s in again.skipped)
+    assert _json(again) == _json(_uncached(env))
+
+
+def test_distributions_without_a_stat_key_are_listed_for_the_snapshot(env):
+    """An editable install (its sources outside the site dir) has no RECORD-only key: it is listed, and a
+    change to its sources runs the audit again."""
+    from cuaudit.inputs.environment import load_environment
+
+    proj = env["site"].parent.parent.parent.parent / "proj"
+    make_tree(proj, {"edpkg/__init__.py": "X = 1\n", "edpkg/sub.py": ""})
+    make_tree(env["site"], {
+        "edpkg-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: edpkg\nVersion: 1.0\n",
+        "edpkg-1.0.dist-info/RECORD": "__editable__.edpkg-1.0.pth,,\nedpkg-1.0.dist-info/METADATA,,\n",
+        "edpkg-1.0.dist-info/top_level.txt": "edpkg\n",
+        "edpkg-1.0.dist-info/direct_url.json": '{"url": "file:///x", "dir_info": {"editable": true}}',
+        "__editable__.edpkg-1.0.pth": f"{proj}\n",
+    })
+    keys = {d.ref.name: d.listing_key() for d in load_environment(env["python"]).distributions}
+    assert keys["edpkg"] is None and keys["trap"] is not None and keys["fine"] is not None
+    cold = _env_audit(env)
+    assert any(f.code == "CU101" and "edpkg.sub" in f.message for f in cold.findings)
+    assert _env_audit(env).stats["snapshot_reused"]
+    init = proj / "edpkg" / "__init__.py"
+    init.write_text("from . import sub\n")
+    os.utime(init, ns=(1, 1))
+    again = _env_audit(env)
+    assert not again.stats["snapshot_reused"] and not any("edpkg.sub" in f.message for f in again.findings)
+    assert _json(again) == _json(_uncached(env))
+
+
+def test_bytecode_written_by_an_import_keeps_the_snapshot(env):
+    """RECORD may list ``__pycache__`` files: never members, never stat'ed, so importing the package keeps the key."""
+    record = env["site"] / "fine-1.0.dist-info" / "RECORD"
+    record.write_text(record.read_text() + "fine/__pycache__/part.cpython-311.pyc,,\n")
+    _env_audit(env)
+    make_tree(env["site"], {"fine/__pycache__/part.cpython-311.pyc": "bytes"})
+    assert _env_audit(env).stats["snapshot_reused"]
