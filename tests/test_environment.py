@@ -318,3 +318,59 @@ def test_pythonpath_is_searched_but_nothing_on_it_runs(venv, tmp_path, monkeypat
     assert "ppdist" in {d.ref.name for d in env.distributions}
     assert env.info.sys_path[0] == str(shadow)
     assert not marker.exists()
+
+
+def _csv_first_fields(data: bytes) -> list[str]:
+    """What csv.reader takes from a RECORD: the reference for the unquoted fast path."""
+    import csv
+    import io
+
+    text = data.decode("utf-8", "surrogateescape")
+    return [row[0] for row in csv.reader(io.StringIO(text, newline="")) if row and row[0]]
+
+
+@pytest.mark.parametrize("data", [
+    b"a/b.py,sha256=x,12\r\nc.py,,\rd.py\n\n,e.py,,\n  f.py ,,\nlast.py",  # every line end; blank lines; no final end
+    b'"q,1.py",sha256=x,1\n"a ""b"".py",,\nplain.py,,\n',  # quoted fields: csv reads them
+    b"caf\xc3\xa9.py,,\nbad\xff.py,,\n",  # not UTF-8: surrogate escapes, kept as data
+    b"x" * 200_000 + b",,\nok.py,,\n",  # a field over csv's limit: csv's error, as before
+    b"nul\x00.py,,\n",  # a NUL: csv's answer (an error before Python 3.11, kept as data since)
+])
+def test_record_read_without_csv_reads_what_csv_reads(tmp_path, data):
+    from cuaudit.inputs.environment import _read_record
+
+    (tmp_path / "RECORD").write_bytes(data)
+    try:
+        expected: list[str] | type[Exception] = _csv_first_fields(data)
+    except Exception as exc:  # noqa: BLE001 - the error csv raises is the answer too
+        expected = type(exc)
+    if isinstance(expected, list):
+        assert _read_record(str(tmp_path / "RECORD")) == expected
+    else:
+        with pytest.raises(expected):
+            _read_record(str(tmp_path / "RECORD"))
+
+
+def test_record_read_without_csv_reads_what_csv_reads_on_any_text(tmp_path):
+    hypothesis = pytest.importorskip("hypothesis")
+    from hypothesis import given, settings, strategies as st
+
+    from cuaudit.inputs.environment import _read_record
+
+    path = tmp_path / "RECORD"
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.sampled_from([b"a", b"/", b",", b"\r", b"\n", b" ", b"\xc3\xa9", b"\xff", b"\x00", b'"']),
+                    max_size=40).map(b"".join))
+    def same(data: bytes) -> None:
+        path.write_bytes(data)
+        try:
+            expected = _csv_first_fields(data)
+        except Exception:  # noqa: BLE001 - csv refuses it (a NUL before 3.11): so does _read_record
+            with pytest.raises(Exception):
+                _read_record(str(path))
+            return
+        assert _read_record(str(path)) == expected
+
+    assert hypothesis
+    same()
