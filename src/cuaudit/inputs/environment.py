@@ -410,21 +410,28 @@ class InstalledDistribution(Artifact):
         of 49,549 files spent most of its time building the members this does without."""
         if self._record is None or self._editable():
             return None
-        site = self.ref.path
-        prefix = site if site.endswith(os.sep) else site + os.sep
         meta = os.path.basename(self.meta_dir) + "/"
         has_meta = False
         out = [self.meta_dir, repr(self.problems)]
         put = out.append
-        for norm in _site_paths(self._record):
-            try:
-                st = os.stat(prefix + norm)
-            except OSError:
-                put(f"{norm}\0-")
-                continue
-            if not has_meta and norm.startswith(meta) and stat.S_ISREG(st.st_mode):
-                has_meta = True
-            put(f"{norm}\0{st.st_mode}:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}")
+        try:
+            # the paths are relative and never leave the site dir (_site_paths): stat'ed from it, the
+            # kernel walks only their own parts, not the site dir's every time (a sixth of the stat time)
+            site = os.open(self.ref.path, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return None
+        try:
+            for norm in _site_paths(self._record):
+                try:
+                    st = os.stat(norm, dir_fd=site)
+                except OSError:
+                    put(f"{norm}\0-")
+                    continue
+                if not has_meta and norm.startswith(meta) and stat.S_ISREG(st.st_mode):
+                    has_meta = True
+                put(f"{norm}\0{st.st_mode}:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}")
+        finally:
+            os.close(site)
         return "\n".join(out) if has_meta else None
 
     def _files_without_record(self) -> list[str]:
