@@ -374,3 +374,18 @@ def test_record_read_without_csv_reads_what_csv_reads_on_any_text(tmp_path):
 
     assert hypothesis
     same()
+
+
+def test_metadata_headers_longer_than_the_first_read_are_read_on(tmp_path):
+    """Name and Version are read from the header block alone; a block past the first 8 KB is read on."""
+    from cuaudit.inputs.environment import _name_version
+
+    meta = tmp_path / "late-1.0.dist-info"
+    meta.mkdir()
+    classifiers = "".join(f"Classifier: Topic :: {i}\n" for i in range(600))
+    (meta / "METADATA").write_text(f"Metadata-Version: 2.1\n{classifiers}Name: late\nVersion: 3.2\n\nName: not-this\n"
+                                   + "description\n" * 5000)
+    assert len(classifiers) > 8 * 1024
+    assert _name_version(str(meta)) == ("late", "3.2")
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: early\n\nVersion: 9 (in the description)\n" + "x" * 20000)
+    assert _name_version(str(meta)) == ("early", "")

@@ -232,7 +232,9 @@ def _name_version(meta_dir: str) -> tuple[str, str]:
     """
     for base in ("METADATA", "PKG-INFO"):
         path = os.path.join(meta_dir, base) if os.path.isdir(meta_dir) else meta_dir
-        data = read_regular(path, 64 * 1024)
+        data = read_regular(path, 8 * 1024)
+        if data is not None and len(data) == 8 * 1024 and b"\n\n" not in data:
+            data = read_regular(path, 64 * 1024)  # the headers go on (most end in the first 8 KB: a description follows)
         if data is None:
             continue
         head = data.decode("utf-8", "replace")
@@ -315,7 +317,8 @@ class InstalledDistribution(Artifact):
         # `pip install -e` records it in direct_url.json; setuptools' editable
         # wheels also name their files __editable__* (installed from a wheel
         # file, direct_url.json says archive_info instead).
-        if any("__editable__" in rel and os.path.basename(rel).startswith("__editable__") for rel in self._record or ()):
+        record = self._record or ()
+        if "__editable__" in "\n".join(record) and any(os.path.basename(rel).startswith("__editable__") for rel in record):
             return True
         try:
             return bool(json.loads(read_regular(os.path.join(self.meta_dir, "direct_url.json")) or b"{}")
