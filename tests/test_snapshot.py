@@ -300,3 +300,51 @@ def test_bytecode_written_by_an_import_keeps_the_snapshot(env):
     _env_audit(env)
     make_tree(env["site"], {"fine/__pycache__/part.cpython-311.pyc": "bytes"})
     assert _env_audit(env).stats["snapshot_reused"]
+
+
+def _saved(env: dict):
+    """The one snapshot in the store, and a way to write it back changed."""
+    from cuaudit.engine import Extraction
+
+    store = Extraction(env["config"], None).store
+    [(slot,)] = store._conn().execute("SELECT key FROM facts WHERE key LIKE 'snapshot:%'").fetchall()
+    saved = store.get_many([slot])[slot]
+    store.close()
+
+    def put(changed) -> None:
+        store = Extraction(env["config"], None).store
+        snapshot.save(store, slot, changed)
+        store.close()
+
+    return saved, put
+
+
+def test_a_reused_snapshot_reads_no_record_of_the_same_identity(env, monkeypatch):
+    """The last run's RECORD paths (its hints) stand for a RECORD whose stat is the same: not read again."""
+    from cuaudit.inputs import environment
+
+    cold = _env_audit(env)
+    saved, _ = _saved(env)
+    assert {ref.name for ref in saved.hints} == {"trap", "fine"}
+
+    def no_reading(path):
+        raise AssertionError(f"{path} read on a snapshot's hit")
+
+    monkeypatch.setattr(environment, "_read_record", no_reading)
+    warm = _env_audit(env)
+    assert warm.stats["snapshot_reused"] and _json(warm) == _json(cold)
+
+
+def test_hints_count_only_for_the_code_that_left_them(env):
+    """Hints are the last run's reading of each RECORD: used when cuaudit's code is the same, else read again."""
+    import dataclasses
+
+    _env_audit(env)
+    saved, put = _saved(env)
+    wrong = {ref: (record, by_names, []) for ref, (record, by_names, _paths) in saved.hints.items()}
+    # the same code: the hints are taken as they are (no path, no file stat'ed): another key, a miss
+    put(dataclasses.replace(saved, hints=wrong))
+    assert not _env_audit(env).stats["snapshot_reused"]
+    # another code's hints are left alone: the RECORDs are read, and the key is the one saved
+    put(dataclasses.replace(saved, hints=wrong, code="another cuaudit"))
+    assert _env_audit(env).stats["snapshot_reused"]

@@ -36,7 +36,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from cuaudit import __version__
 from cuaudit.facts.evidence import Evidence
@@ -142,8 +142,12 @@ def _loader_identity() -> str:
     return ",".join(out)
 
 
-def content_identity(artifacts: Sequence["Artifact"], code: str, list_members: Callable[["Artifact"], None]) -> str:
+def content_identity(artifacts: Sequence["Artifact"], code: str, list_members: Callable[["Artifact"], None],
+                     hints: Mapping[Any, Any] | None = None, new_hints: dict[Any, Any] | None = None) -> str:
     """Every audited member's content key, and what listing each artifact met.
+
+    ``hints``: by artifact ref, what the last run's listing keys left (:attr:`Snapshot.hints`, of the
+    same ``code``); ``new_hints`` receives this run's.
 
     A single-file artifact (a wheel, an sdist, a file) stands by its file's identity,
     unlisted: the identity (device, inode, size, mtime, ctime) changes with any rewrite,
@@ -158,10 +162,13 @@ def content_identity(artifacts: Sequence["Artifact"], code: str, list_members: C
                      .encode("utf-8", "surrogateescape"))
             continue
         try:
-            key = art.listing_key()
+            got = art.listing_key((hints or {}).get(art.ref))
         except Exception:  # noqa: BLE001 - whatever went wrong, the listing meets it too and reports it
-            key = None
-        if key is not None:
+            got = None
+        if got is not None:
+            key, hint = got
+            if new_hints is not None:
+                new_hints[art.ref] = hint
             h.update(f"\0{type(art).__name__}\0{art.ref!r}\0stat\n".encode("utf-8", "surrogateescape"))
             h.update(key.encode("utf-8", "surrogateescape"))
             continue
@@ -263,13 +270,16 @@ class Snapshot:
     #: evidence name -> [(its input's ref, the questions asked of it)]
     evidence: dict[str, list[tuple[Any, Questions]]] = field(default_factory=dict)
     stats: dict[str, int] = field(default_factory=dict)
+    #: :func:`code_identity` of the cuaudit that made it: its hints are good only for the same code
+    code: str = ""
+    #: artifact ref -> what its listing key left for the next one (``Artifact.listing_key``)
+    hints: dict[Any, Any] = field(default_factory=dict)
 
 
-def load(store: "FactStore", slot: str, content: str) -> Snapshot | None:
+def load(store: "FactStore", slot: str) -> Snapshot | None:
+    """The slot's snapshot, whatever its content: the caller compares (its hints help make the content)."""
     got = store.get_many([slot]).get(slot)
-    if not isinstance(got, Snapshot) or got.content != content:
-        return None
-    return got
+    return got if isinstance(got, Snapshot) else None
 
 
 def save(store: "FactStore", slot: str, snapshot: Snapshot) -> None:

@@ -17,10 +17,11 @@ import stat
 import sys
 from dataclasses import dataclass
 from importlib import metadata
-from typing import IO
+from typing import IO, Any
 
 from cuaudit.inputs.artifact import Artifact, classify, read_regular, stat_key
 from cuaudit.inputs.budgets import budget
+from cuaudit.inputs.identity import file_identity
 from cuaudit.inputs.process import BoundExceeded, run_bounded
 from cuaudit.model import ArtifactKind, ArtifactRef, EnvironmentInfo, Member
 from cuaudit.names import canonical_name
@@ -279,23 +280,37 @@ class InstalledDistribution(Artifact):
         super().__init__(ArtifactRef(ArtifactKind.INSTALLED, site, name, version))
         self.meta_dir = meta_dir
         self._record: list[str] | None = None
-        record = os.path.join(meta_dir, "RECORD")
+        #: a dist-info's RECORD is read when first needed (:attr:`record`): a snapshot's hit needs only its stat
+        self._record_read = not meta_dir.endswith(".dist-info")
         try:
-            if meta_dir.endswith(".dist-info"):
-                # RECORD read with csv: importlib.metadata's `files` builds a
-                # PackagePath per line, 2 s of the 3 s `env` took on 43,000 files.
-                self._record = _read_record(record) if os.path.isfile(record) else None
-            elif dist is not None and os.path.isfile(os.path.join(meta_dir, "installed-files.txt")):
+            if dist is not None and self._record_read and os.path.isfile(os.path.join(meta_dir, "installed-files.txt")):
                 files = dist.files  # egg-info installed by pip: paths relative to the egg-info
                 self._record = None if files is None else [str(f) for f in files]
             # else: an egg-info with only SOURCES.txt (a development checkout on
             # sys.path) lists paths relative to the project root, not to the
             # site dir: the top_level.txt packages are the members instead.
         except Exception as exc:  # noqa: BLE001 - a broken RECORD is reported, not fatal
-            self.problem("CU002", f"{name}: unreadable RECORD ({exc})", member=os.path.basename(meta_dir))
-            self._record = None
+            self._unreadable(exc)
         #: member path -> file outside the site dir (sources of an editable install)
         self._outside: dict[str, str] = {}
+
+    @property
+    def record(self) -> list[str] | None:
+        """The paths the RECORD lists (None: no RECORD, or one that cannot be read: CU002)."""
+        if not self._record_read:
+            self._record_read = True
+            path = os.path.join(self.meta_dir, "RECORD")
+            try:
+                # RECORD read with csv: importlib.metadata's `files` builds a
+                # PackagePath per line, 2 s of the 3 s `env` took on 43,000 files.
+                self._record = _read_record(path) if os.path.isfile(path) else None
+            except Exception as exc:  # noqa: BLE001 - a broken RECORD is reported, not fatal
+                self._unreadable(exc)
+        return self._record
+
+    def _unreadable(self, exc: Exception) -> None:
+        self.problem("CU002", f"{self.ref.name}: unreadable RECORD ({exc})", member=os.path.basename(self.meta_dir))
+        self._record = None
 
     def list_members(self) -> list[Member]:
         members = self._site_members()
@@ -317,9 +332,9 @@ class InstalledDistribution(Artifact):
         # `pip install -e` records it in direct_url.json; setuptools' editable
         # wheels also name their files __editable__* (installed from a wheel
         # file, direct_url.json says archive_info instead).
-        record = self._record or ()
-        if "__editable__" in "\n".join(record) and any(os.path.basename(rel).startswith("__editable__") for rel in record):
-            return True
+        return _editable_names(self.record or ()) or self._editable_by_direct_url()
+
+    def _editable_by_direct_url(self) -> bool:
         try:
             return bool(json.loads(read_regular(os.path.join(self.meta_dir, "direct_url.json")) or b"{}")
                         .get("dir_info", {}).get("editable"))
@@ -336,7 +351,7 @@ class InstalledDistribution(Artifact):
         site = self.ref.path
         tops = _top_level(self.meta_dir)
         packages: dict[str, str] = {}  # import name -> path of the package dir or module, without suffix
-        for rel in self._record or []:
+        for rel in self.record or []:
             full = os.path.join(site, rel)
             base = os.path.basename(rel)
             if rel.endswith(".pth") and "/" not in rel:
@@ -378,7 +393,7 @@ class InstalledDistribution(Artifact):
     def _site_members(self) -> list[Member]:
         site = self.ref.path
         rel_meta = os.path.basename(self.meta_dir)
-        files = self._record
+        files = self.record
         if files is None:
             # No RECORD (egg-info, some conda packages): the metadata folder and top-level packages.
             files = self._files_without_record()
@@ -403,19 +418,37 @@ class InstalledDistribution(Artifact):
                     members.append(Member(f"{rel_meta}/{name}", classify(f"{rel_meta}/{name}"), os.path.getsize(full), stat_key(os.stat(full), f"{rel_meta}/{name}")))
         return members
 
-    def listing_key(self) -> str | None:
-        """What this distribution's listing follows from, without listing it: the RECORD's paths and
-        the ``stat`` of each (mode and :func:`~cuaudit.inputs.identity.file_identity`), with the
-        problems met reading the RECORD.  Member kinds and keys follow from these and cuaudit's code.
+    def listing_key(self, hint: Any = None) -> tuple[str, Any] | None:
+        """What this distribution's listing follows from, without listing it: the RECORD's ``stat`` and
+        paths, and the ``stat`` of each path (mode and :func:`~cuaudit.inputs.identity.file_identity`).
+        Member kinds and keys follow from these and cuaudit's code.
 
-        None where the listing reads more than that (no RECORD, an editable install's sources,
-        the METADATA found outside a RECORD that lists none): those are listed.  A cached ``env``
-        of 49,549 files spent most of its time building the members this does without."""
-        if self._record is None or self._editable():
+        The hint is (the RECORD's identity, whether its names make an editable install, its paths):
+        given the hint of the last run, a RECORD of the same identity is not read again.  None where
+        the listing reads more than that (an egg-info, no RECORD or an unreadable one, an editable
+        install's sources, the METADATA found outside a RECORD that lists none): those are listed.  A
+        cached ``env`` of 49,549 files spent most of its time building the members this does without."""
+        if not self.meta_dir.endswith(".dist-info"):
+            return None
+        try:
+            st = os.stat(os.path.join(self.meta_dir, "RECORD"))
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        record = file_identity(st)
+        if isinstance(hint, tuple) and len(hint) == 3 and hint[0] == record:
+            _, by_names, paths = hint
+        else:
+            files = self.record
+            if files is None:
+                return None
+            by_names, paths = _editable_names(files), _site_paths(files)
+        if by_names or self._editable_by_direct_url():
             return None
         meta = os.path.basename(self.meta_dir) + "/"
         has_meta = False
-        out = [self.meta_dir, repr(self.problems)]
+        out = [self.meta_dir, record, repr(self.problems)]
         put = out.append
         try:
             # the paths are relative and never leave the site dir (_site_paths): stat'ed from it, the
@@ -424,7 +457,7 @@ class InstalledDistribution(Artifact):
         except OSError:
             return None
         try:
-            for norm in _site_paths(self._record):
+            for norm in paths:
                 try:
                     st = os.stat(norm, dir_fd=site)
                 except OSError:
@@ -435,7 +468,7 @@ class InstalledDistribution(Artifact):
                 put(f"{norm}\0{st.st_mode}:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}")
         finally:
             os.close(site)
-        return "\n".join(out) if has_meta else None
+        return ("\n".join(out), (record, by_names, paths)) if has_meta else None
 
     def _files_without_record(self) -> list[str]:
         site = self.ref.path
@@ -453,6 +486,11 @@ class InstalledDistribution(Artifact):
     def fs_path(self, path: str) -> str:
         outside = self._outside.get(path)
         return outside if outside is not None else os.path.join(self.ref.path, *path.split("/"))
+
+
+def _editable_names(files: list[str]) -> bool:
+    """Whether a RECORD names the files of a setuptools editable wheel (``__editable__*``)."""
+    return "__editable__" in "\n".join(files) and any(os.path.basename(rel).startswith("__editable__") for rel in files)
 
 
 def _site_paths(files: list[str]) -> list[str]:
