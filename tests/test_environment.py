@@ -389,3 +389,28 @@ def test_metadata_headers_longer_than_the_first_read_are_read_on(tmp_path):
     assert _name_version(str(meta)) == ("late", "3.2")
     (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: early\n\nVersion: 9 (in the description)\n" + "x" * 20000)
     assert _name_version(str(meta)) == ("early", "")
+
+
+def test_metadata_folders_are_found_as_importlib_metadata_finds_them(tmp_path):
+    """find_distributions lists the paths itself (importlib.metadata costs 16 ms of start-up to import):
+    the same folders in the same order (the first of each name wins), zips left to importlib.metadata."""
+    import zipfile
+    from importlib import metadata
+
+    from cuaudit.inputs.environment import _metadata_dirs
+
+    site = make_tree(tmp_path / "site", {
+        "Foo_Bar-1.0.dist-info/METADATA": "Name: Foo_Bar\n", "foo.bar-2.0.dist-info/METADATA": "Name: foo.bar\n",
+        "zeta-1.dist-info/METADATA": "", "ALPHA-3.DIST-INFO/METADATA": "", "old-0.1-py3.9.egg-info": "Name: old\n",
+        "foo-bar-9.dist-info/METADATA": "", "pkg/__init__.py": "", "notes.txt": "", "x.dist-info.bak/METADATA": "",
+    })
+    egg = make_tree(tmp_path / "thing-1.0-py3.egg", {"EGG-INFO/PKG-INFO": "Name: thing\n", "thing/__init__.py": ""})
+    archive = tmp_path / "bundle.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("zipped-1.0.dist-info/METADATA", "Name: zipped\nVersion: 1.0\n")
+    paths = [str(site), str(egg), str(archive), str(tmp_path / "missing"), str(site) + "/"]
+    ours = [(meta_dir, dist) for meta_dir, dist in _metadata_dirs(paths)]
+    theirs = [str(d._path) for d in metadata.distributions(path=paths)]
+    assert [m for m, _ in ours] == theirs
+    assert len(theirs) == 2 * 6 + 1 + 1  # the site twice, the egg's EGG-INFO, the zip's dist-info
+    assert [d is not None for _, d in ours].count(True) == 1  # the zip's, from importlib.metadata
