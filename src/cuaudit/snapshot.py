@@ -6,7 +6,11 @@ model, unpickling every fact): 48 s on the GPU machine's 197 distributions.
 What the rules answer depends only on
 
 * the content keys of every member of every audited artifact (the ``stat`` of
-  every file each RECORD lists), with what listing met (problems, skips);
+  every file each RECORD lists), with what listing met (problems, skips).  An
+  installed distribution is not listed for it: its key is made from ``stat``
+  calls alone (``InstalledDistribution.listing_key``), and a RECORD whose own
+  ``stat`` is unchanged is not read again (the snapshot keeps each one's paths
+  as a hint for the next run of the same code);
 * cuaudit itself (its version and the ``stat`` of its own source files, so a
   development checkout never reuses what older code derived; the Python running
   it), the selected rules and extractors, the configuration that reaches rules,
