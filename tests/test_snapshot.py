@@ -200,16 +200,23 @@ def test_the_standard_library_questions_are_recorded_and_asked_again(env, monkey
 # -- an installed distribution's key: the stat of every file its RECORD lists, without listing it --------
 
 
-def test_a_reused_snapshot_lists_no_distribution(env, monkeypatch):
-    """The key of a distribution with a RECORD is made from stat calls alone: no member is built."""
-    from cuaudit.inputs.environment import InstalledDistribution
+def test_a_reused_snapshot_lists_no_distribution_and_reads_no_record(env, monkeypatch):
+    """The key of a distribution with a RECORD is made from stat calls alone: no member is built, and a
+    RECORD of the same stat is not read again (the last run's paths, its hints, stand for it)."""
+    from cuaudit.inputs import environment
 
     cold = _env_audit(env)
+    saved, _ = _saved(env)
+    assert {ref.name for ref in saved.hints} == {"trap", "fine"}
 
     def no_listing(self):
         raise AssertionError(f"{self.ref.name} listed on a snapshot's hit")
 
-    monkeypatch.setattr(InstalledDistribution, "list_members", no_listing)
+    def no_reading(path):
+        raise AssertionError(f"{path} read on a snapshot's hit")
+
+    monkeypatch.setattr(environment.InstalledDistribution, "list_members", no_listing)
+    monkeypatch.setattr(environment, "_read_record", no_reading)
     warm = _env_audit(env)
     assert warm.stats["snapshot_reused"] and _json(warm) == _json(cold)
 
@@ -317,22 +324,6 @@ def _saved(env: dict):
         store.close()
 
     return saved, put
-
-
-def test_a_reused_snapshot_reads_no_record_of_the_same_identity(env, monkeypatch):
-    """The last run's RECORD paths (its hints) stand for a RECORD whose stat is the same: not read again."""
-    from cuaudit.inputs import environment
-
-    cold = _env_audit(env)
-    saved, _ = _saved(env)
-    assert {ref.name for ref in saved.hints} == {"trap", "fine"}
-
-    def no_reading(path):
-        raise AssertionError(f"{path} read on a snapshot's hit")
-
-    monkeypatch.setattr(environment, "_read_record", no_reading)
-    warm = _env_audit(env)
-    assert warm.stats["snapshot_reused"] and _json(warm) == _json(cold)
 
 
 def test_hints_count_only_for_the_code_that_left_them(env):
