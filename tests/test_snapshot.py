@@ -275,7 +275,8 @@ def test_a_file_turned_into_a_fifo_runs_the_audit_again(env):
 
 def test_distributions_without_a_stat_key_are_listed_for_the_snapshot(env):
     """An editable install (its sources outside the site dir) has no RECORD-only key: it is listed, and a
-    change to its sources runs the audit again."""
+    change to its sources runs the audit again.  So are an egg-info and a RECORD that names no file of
+    its metadata folder (the listing adds METADATA then)."""
     from cuaudit.inputs.environment import load_environment
 
     proj = env["site"].parent.parent.parent.parent / "proj"
@@ -286,9 +287,14 @@ def test_distributions_without_a_stat_key_are_listed_for_the_snapshot(env):
         "edpkg-1.0.dist-info/top_level.txt": "edpkg\n",
         "edpkg-1.0.dist-info/direct_url.json": '{"url": "file:///x", "dir_info": {"editable": true}}',
         "__editable__.edpkg-1.0.pth": f"{proj}\n",
+        "nometa-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: nometa\nVersion: 1.0\n",
+        "nometa-1.0.dist-info/RECORD": "nometa.py,,\n",
+        "nometa.py": "",
+        "oldegg-1.0.egg-info/PKG-INFO": "Metadata-Version: 1.1\nName: oldegg\nVersion: 1.0\n",
     })
     keys = {d.ref.name: d.listing_key() for d in load_environment(env["python"]).distributions}
-    assert keys["edpkg"] is None and keys["trap"] is not None and keys["fine"] is not None
+    assert keys["trap"] is not None and keys["fine"] is not None
+    assert keys["edpkg"] is keys["nometa"] is keys["oldegg"] is None
     cold = _env_audit(env)
     assert any(f.code == "CU101" and "edpkg.sub" in f.message for f in cold.findings)
     assert _env_audit(env).stats["snapshot_reused"]
