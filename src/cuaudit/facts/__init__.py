@@ -96,6 +96,16 @@ class MemberReader:
 
         return self._format("python", lambda: parse_python(self.read(MAX_SOURCE_BYTES + 1), self.path))
 
+    def python_text(self) -> str:
+        """The text :meth:`python` parses (raising as it raises for what is not text), without a
+        parse: the parsed module's when this pass has one."""
+        from cuaudit.formats.python import MAX_SOURCE_BYTES, decode_python
+
+        done = self.__dict__.get("_formats", {}).get("python")
+        if done is not None and done[0]:
+            return done[1].text
+        return decode_python(self.read(MAX_SOURCE_BYTES + 1), self.path)
+
     def toml(self) -> "TomlDocument":
         """The member as a TOML document (see formats/toml.py)."""
         from cuaudit.formats.toml import MAX_TOML_BYTES, parse_toml

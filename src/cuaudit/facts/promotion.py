@@ -926,16 +926,11 @@ class PromotionSourceExtractor(Extractor):
         return member.kind is MemberKind.PYTHON or (member.kind is MemberKind.BUILD and member.path.endswith(".py"))
 
     def extract(self, reader: MemberReader) -> PromotionFacts:
-        from cuaudit.formats.python import MAX_SOURCE_BYTES, decode_source
-
         # Most modules import neither library: their facts are empty (may_have_facts), known
-        # from the decoded text without a parse.  Decoded as the parse would decode it, so
-        # an undecodable file fails alike (CU006), and one too large is left to the parse (CU004).
-        data = reader.read(MAX_SOURCE_BYTES + 1)
-        if len(data) <= MAX_SOURCE_BYTES:
-            text = decode_source(data, reader.path)
-            if not may_have_facts(text):
-                return PromotionFacts()
+        # from the decoded text without a parse.  Decoded as the parse decodes it, so a file
+        # that is not text (CU006) or too large (CU004) fails alike.
+        if not may_have_facts(reader.python_text()):
+            return PromotionFacts()
         return promotion_facts(reader.python())
 
 
