@@ -282,6 +282,24 @@ def test_promotion_facts_come_along_with_a_program_and_equal_their_own_extractio
     assert got[(0, "pkg/core.py", "promotion_source")].can_cast and got[(0, "pkg/kernels.py", "promotion_source")].fused
 
 
+def test_promotion_facts_extracted_along_in_the_workers_equal_their_own_extraction(tmp_path):
+    from cuaudit.engine import gather
+
+    files = {f"pkg/m{i}.py": f"import numpy as np\nfrom . import m{(i + 1) % 70}\nX{i} = np.uint8({250 + i})\n" for i in range(70)}
+    dist = _installed(tmp_path, {"pkg/__init__.py": "from . import m0\n", **files}, compiled=False)
+    names = ("import_time", "module_imports", "promotion_source")
+    batch = gather([_fresh(dist)], config=Config(cache=False, jobs=2), extractors=names)
+    facts = batch.extraction.facts
+    facts.prefetch([(0, p, "import_time") for p in files])  # one batch in the workers
+    assert batch.extraction.pools_started == 1
+    assert not any(name == "promotion_source" and path in files for _, path, name in facts.pending)
+    alone = gather([_fresh(dist)], config=Config(cache=False, jobs=1), extractors=names).extraction.facts
+    keys = [(0, p, "promotion_source") for p in files]
+    got = {k: facts.get(k) for k in keys}
+    assert got == {k: alone.get(k) for k in keys}
+    assert sum(bool(f.changed) for f in got.values()) == 64  # np.uint8(256) and above overflow
+
+
 def test_an_audit_parses_each_module_once(tmp_path, parsed):
     dist = _installed(tmp_path, NUMERIC, compiled=True)
     report = audit([dist], config=Config(cache=False, jobs=1), command="explain")
