@@ -96,6 +96,23 @@ class RuleContext:
         names = (extractors,) if isinstance(extractors, str) else extractors
         self._prefetch((index[id(art)], path, n) for art, path in members for n in names)
 
+    def walk(self, facts: Iterable[tuple["Artifact", str, str]],
+             follow: Callable[["Artifact", str, str], Iterable[tuple["Artifact", str, str]]]) -> None:
+        """Extract ahead these (artifact, member path, extractor) facts, and the ones ``follow``
+        names: called with each once its fact is in (read it with :meth:`fact`), it names more
+        to extract the same way.  A walk (an import closure) that the worker processes run ahead
+        of: what a fact names is sent to them as soon as it is in, not one batch per level."""
+        index, arts = self._index, self.artifacts
+        keys = [(index[id(art)], path, n) for art, path, n in facts]
+        walk = getattr(self._facts, "walk", None)
+        if walk is None:
+            return  # facts given whole: nothing to extract ahead
+
+        def follow_key(key: tuple[int, str, str]) -> list[tuple[int, str, str]]:
+            return [(index[id(a)], p, n) for a, p, n in follow(arts[key[0]], key[1], key[2])]
+
+        walk(keys, follow_key)
+
     def _prefetch(self, keys: Iterable[tuple[int, str, str]]) -> None:
         prefetch = getattr(self._facts, "prefetch", None)
         if prefetch is not None:

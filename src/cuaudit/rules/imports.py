@@ -52,7 +52,7 @@ def _model(ctx) -> _Model:
             return ctx.has_fact(extractor, art, member)
 
         uni, per = build_universe(ctx.artifacts, facts_for, ctx.environment, stdlib=next(iter(ctx.evidence("stdlib")), None),
-                                  has_fact=has_fact, prefetch=ctx.prefetch)
+                                  has_fact=has_fact, prefetch=ctx.prefetch, walk=ctx.walk)
         names = {i: {e.member: n for n, e in mods.items() if e.member} for i, mods in per.items()}
         return _Model(uni, per, names)
 
