@@ -718,7 +718,10 @@ class Extraction:
                 ask(wanted)
                 while True:
                     while ready:
-                        ask(follow(ready.popleft()))
+                        named: list[tuple[int, str, str]] = []
+                        while ready:
+                            named += follow(ready.popleft())
+                        ask(named)
                     queued = sum(len(t) for t in queue.values())
                     if not queued and not inflight:
                         break
