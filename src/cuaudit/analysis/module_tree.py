@@ -974,15 +974,12 @@ class ModuleUniverse:
             if names is None:
                 names = self._named[m] = {}
                 prog = self.program(m)
-                for effects in [prog.effects] + [f.effects for f in prog.functions] if prog is not None else ():
-                    for e in effects:
-                        if not e.kwargs or e.kind != "call":
-                            continue
-                        # keyword arguments only: a positional name is more often a library's
-                        # (cupy's `_preload_library('cutensor')`) than a module's
-                        for _, a in e.kwargs:
-                            if a.isidentifier():
-                                names.setdefault(a, f"{self.get(m).display}:{e.line} passes {a!r} to {e.callee}()")
+                for e in prog.keyword_calls() if prog is not None else ():
+                    # keyword arguments only: a positional name is more often a library's
+                    # (cupy's `_preload_library('cutensor')`) than a module's
+                    for _, a in e.kwargs:
+                        if a.isidentifier():
+                            names.setdefault(a, f"{self.get(m).display}:{e.line} passes {a!r} to {e.callee}()")
             for a, where in names.items():
                 found.setdefault(a, where)
         return found

@@ -205,6 +205,16 @@ class ImportTimeFacts:
                 return f
         return None
 
+    def keyword_calls(self) -> tuple[Effect, ...]:
+        """The calls that pass keyword arguments, at module level and then in each function, in
+        program order (read without decoding the bodies)."""
+        got = self.__dict__.get("_keyword_calls")
+        if got is None:
+            got = tuple(e for effects in [self.effects] + [f.effects for f in self.functions]
+                        for e in effects if e.kind == "call" and e.kwargs)
+            object.__setattr__(self, "_keyword_calls", got)
+        return got
+
     def __reduce__(self) -> tuple:
         bodies = self.__dict__.get("_bodies")
         if bodies is None:
@@ -213,6 +223,7 @@ class ImportTimeFacts:
         else:
             names = self.__dict__["_function_names"]
         state = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "functions"}
+        state["_keyword_calls"] = self.keyword_calls()
         return (_program, (state, names, bodies))
 
     def __getattr__(self, name: str) -> object:
