@@ -176,3 +176,32 @@ def test_the_next_level_of_an_import_closure_goes_to_the_workers_while_one_of_th
     report = audit([make_installed(tmp_path / "site", "pkg", LEVELS)], config=Config(cache=False, jobs=2), command="explain")
     assert waited.read_text() == "sent before a9 was done"
     assert "CU011" not in {f.code for f in report.findings}
+
+
+def test_facts_a_rule_names_ahead_go_to_the_workers_before_it_reads_them(tmp_path, monkeypatch):
+    """The CU4xx sources are sent when the import closures' walk ends, while the parent computes
+    the verdicts; the rules then read them as any other facts."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from cuaudit.context import RuleContext
+
+    dist = make_installed(tmp_path / "site", "pkg", LEVELS)
+    serial = audit([dist], config=Config(cache=False, jobs=1), command="explain")
+    events: list[str] = []
+    real_submit, real_prefetch = ProcessPoolExecutor.submit, RuleContext.prefetch
+
+    def spied_submit(self, fn, *args, **kwargs):
+        if any("promotion_source" in names for _m, names in (args[-1] if args else [])):
+            events.append("sent")
+        return real_submit(self, fn, *args, **kwargs)
+
+    def spied_prefetch(self, extractors, members, **kwargs):
+        if extractors == "promotion_source" and not kwargs.get("ahead"):
+            events.append("read")
+        return real_prefetch(self, extractors, members, **kwargs)
+
+    monkeypatch.setattr(ProcessPoolExecutor, "submit", spied_submit)
+    monkeypatch.setattr(RuleContext, "prefetch", spied_prefetch)
+    report = audit([make_installed(tmp_path / "site2", "pkg", LEVELS)], config=Config(cache=False, jobs=2), command="explain")
+    assert "sent" in events and "read" in events and events.index("sent") < events.index("read")
+    assert [f.message.replace("site2", "site") for f in report.findings] == [f.message for f in serial.findings]

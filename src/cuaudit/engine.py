@@ -199,13 +199,21 @@ class Facts(dict):
         self.load: Callable[[list[tuple[int, str, str]]], None] | None = None
         #: runs :meth:`walk` as a stream (``Extraction.walk``); None: level by level
         self.stream: Callable[[list[tuple[int, str, str]], Callable], None] | None = None
+        #: keeps keys for later (``Extraction.ahead``); None: :meth:`ahead` does nothing
+        self.later: Callable[[list[tuple[int, str, str]]], None] | None = None
+        #: keys sent to the workers ahead of their reading, not collected yet (``settle`` collects them all)
+        self.inflight: set[tuple[int, str, str]] = set()
+        self.settle: Callable[[], None] | None = None
 
     def get(self, key: Any, default: Any = None) -> Any:
         value = dict.get(self, key, _ABSENT)
         if value is _ABSENT:
-            if key not in self.pending or self.load is None:
+            if key in self.inflight and self.settle is not None:
+                self.settle()
+            elif key not in self.pending or self.load is None:
                 return default
-            self.load([key])
+            else:
+                self.load([key])
             value = dict.get(self, key, _ABSENT)
             if value is _ABSENT:
                 return default
@@ -221,7 +229,13 @@ class Facts(dict):
 
     def may_have(self, key: Any) -> bool:
         """Whether :meth:`get` may give a fact, extracting and decoding nothing (True for a pending one)."""
-        return dict.__contains__(self, key) or key in self.pending
+        return dict.__contains__(self, key) or key in self.pending or key in self.inflight
+
+    def ahead(self, keys: Iterable[tuple[int, str, str]]) -> None:
+        """Have the pending ones of ``keys`` extracted when the workers would otherwise wait for the
+        parent (``later``); they are read as any other (:meth:`get` waits for them)."""
+        if self.later is not None:
+            self.later([k for k in keys if k in self.pending])
 
     def prefetch(self, keys: Iterable[tuple[int, str, str]]) -> None:
         """Extract the pending ones of ``keys`` at once (in parallel when they are many)."""
@@ -251,6 +265,8 @@ class Facts(dict):
         return value
 
     def _all(self) -> None:
+        if self.inflight and self.settle is not None:
+            self.settle()
         if self.pending:
             self.prefetch(list(self.pending))
 
@@ -335,6 +351,11 @@ class Extraction:
         #: the same two counts for evidence members, extracted on demand (see on_demand)
         self.evidence_extracted = 0
         self.evidence_cached = 0
+        #: keys named ahead (``Facts.ahead``), sent at the end of the next walk
+        self._later: dict[tuple[int, str, str], None] = {}
+        #: what was sent ahead: [(future or None, artifact index, chunk)], their cache keys, and new facts
+        self._sent: list[tuple[Any, int, list]] = []
+        self._sent_keys: dict[tuple[int, str, str], str] = {}
         #: open bundles (evidence inputs', audited artifacts' on-demand facts) by (kind, ref)
         self._bundles: dict[tuple[str, ArtifactRef], _OpenBundle] = {}
         self._artifacts: list[Artifact] = []
@@ -348,6 +369,8 @@ class Extraction:
         self._artifacts = list(artifacts)
         self.facts.load = self._load
         self.facts.stream = self.walk
+        self.facts.later = self.ahead
+        self.facts.settle = self.settle
         for i, art in enumerate(artifacts):
             deferring = _reads_on_demand(art)
             for m in art.members:
@@ -769,6 +792,66 @@ class Extraction:
         finally:
             _FORKED = None  # noqa: F841 - see _submitter
             self._keep(new, keys)
+        self._send_later()
+
+    # -- facts named ahead ------------------------------------------------------------------
+    def ahead(self, wanted: list[tuple[int, str, str]]) -> None:
+        """``Facts.ahead``: keep these keys for the end of the next walk. A walk (an import closure)
+        is followed by the rules' longest stretch of computing alone (the verdicts over the
+        closures): the workers then extract what later rules will read in bulk.  With one job
+        there is no one to send them to: they stay pending, and are read as usual."""
+        if (self.config.jobs or _usable_cpus()) > 1 and self.keep_workers:
+            self._later.update(dict.fromkeys(wanted))
+
+    def _send_later(self) -> None:
+        """Send the keys kept by :meth:`ahead` to the workers, without waiting for them."""
+        global _FORKED
+        later, self._later = [k for k in self._later if k in self.facts.pending], {}
+        if not later or self._pool is None:
+            return  # no pool running (nothing was sent to workers so far): they are read as usual
+        tasks = self._take(later, self._sent_keys)
+        groups = [(i, chunk) for i, t in tasks.items() for chunk in _chunks(t)]
+        if not groups:
+            return
+        self.store.close()  # no SQLite connection crosses a fork (see run)
+        self._machine_store.close()
+        try:
+            submit = self._submitter(self._artifacts, self.config.jobs or _usable_cpus(), len(groups))
+            # the costliest first, as any batch (see _extract)
+            for g in sorted(range(len(groups)), key=lambda g: -_cost(groups[g][1])):
+                i, chunk = groups[g]
+                self._sent.append((submit(i, chunk), i, chunk))
+        finally:
+            _FORKED = None  # noqa: F841 - see _submitter
+        self.facts.inflight.update((i, m.path, n) for _f, i, chunk in self._sent for m, names in chunk for n in names)
+
+    def settle(self) -> None:
+        """Collect every fact sent ahead (``Facts.settle``: one of them is read), extracting here
+        what a worker that died did not give."""
+        sent, keys, self._sent, self._sent_keys = self._sent, self._sent_keys, [], {}
+        self.facts.inflight.clear()
+        new: list[tuple[str, Any]] = []
+        broken = False
+        try:
+            with gc_paused():
+                for fut, i, chunk in sent:
+                    results = None
+                    if fut is not None:
+                        try:
+                            results = fut.result()
+                        except Exception as exc:  # noqa: BLE001 - a worker died (memory, signal): redo it here
+                            from concurrent.futures import BrokenExecutor
+
+                            broken = broken or isinstance(exc, BrokenExecutor)
+                    else:
+                        broken = True
+                    if results is None:
+                        results = _extract_group(self._artifacts[i], chunk)
+                    self._collect(self._artifacts, i, results, keys, new)
+        finally:
+            self._keep(new, keys)
+        if broken:
+            self.stop_workers()
 
     def _workers(self, artifacts, jobs: int, groups: int, fork: bool):
         """The worker pool: the running one, else a new one (its workers fork at the first submit)."""
@@ -1008,6 +1091,11 @@ def audit(
                           evidence=evidence_inputs, probe=Prober(config, probes))
         findings: list[Finding] = list(gathered.problems)
         with fewer_full_collections():  # the rules' models are large too (evidence parsed on demand)
+            for rule in runnable:
+                try:
+                    rule.ahead(ctx)
+                except Exception:  # noqa: BLE001 - naming facts ahead only saves time: check() says what fails
+                    pass
             for rule in runnable:
                 try:
                     findings += list(rule.check(ctx))
