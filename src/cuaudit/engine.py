@@ -201,15 +201,16 @@ class Facts(dict):
         self.stream: Callable[[list[tuple[int, str, str]], Callable], None] | None = None
         #: keeps keys for later (``Extraction.ahead``); None: :meth:`ahead` does nothing
         self.later: Callable[[list[tuple[int, str, str]]], None] | None = None
-        #: keys sent to the workers ahead of their reading, not collected yet (``settle`` collects them all)
+        #: keys sent to the workers ahead of their reading, not collected yet (``settle(key)`` collects
+        #: the chunk that holds one, and what else is back; ``settle(None)`` all of them)
         self.inflight: set[tuple[int, str, str]] = set()
-        self.settle: Callable[[], None] | None = None
+        self.settle: Callable[[tuple[int, str, str] | None], None] | None = None
 
     def get(self, key: Any, default: Any = None) -> Any:
         value = dict.get(self, key, _ABSENT)
         if value is _ABSENT:
             if key in self.inflight and self.settle is not None:
-                self.settle()
+                self.settle(key)
             elif key not in self.pending or self.load is None:
                 return default
             else:
@@ -266,7 +267,7 @@ class Facts(dict):
 
     def _all(self) -> None:
         if self.inflight and self.settle is not None:
-            self.settle()
+            self.settle(None)
         if self.pending:
             self.prefetch(list(self.pending))
 
@@ -353,8 +354,8 @@ class Extraction:
         self.evidence_cached = 0
         #: keys named ahead (``Facts.ahead``), sent at the end of the next walk
         self._later: dict[tuple[int, str, str], None] = {}
-        #: what was sent ahead: [(future or None, artifact index, chunk)], their cache keys, and new facts
-        self._sent: list[tuple[Any, int, list]] = []
+        #: what was sent ahead and is not collected: [(future or None, artifact index, chunk, its keys)], and their cache keys
+        self._sent: list[tuple[Any, int, list, set[tuple[int, str, str]]]] = []
         self._sent_keys: dict[tuple[int, str, str], str] = {}
         #: open bundles (evidence inputs', audited artifacts' on-demand facts) by (kind, ref)
         self._bundles: dict[tuple[str, ArtifactRef], _OpenBundle] = {}
@@ -820,21 +821,27 @@ class Extraction:
             # the costliest first, as any batch (see _extract)
             for g in sorted(range(len(groups)), key=lambda g: -_cost(groups[g][1])):
                 i, chunk = groups[g]
-                self._sent.append((submit(i, chunk), i, chunk))
+                held = {(i, m.path, n) for m, names in chunk for n in names}
+                self._sent.append((submit(i, chunk), i, chunk, held))
+                self.facts.inflight.update(held)
         finally:
             _FORKED = None  # noqa: F841 - see _submitter
-        self.facts.inflight.update((i, m.path, n) for _f, i, chunk in self._sent for m, names in chunk for n in names)
 
-    def settle(self) -> None:
-        """Collect every fact sent ahead (``Facts.settle``: one of them is read), extracting here
-        what a worker that died did not give."""
-        sent, keys, self._sent, self._sent_keys = self._sent, self._sent_keys, [], {}
-        self.facts.inflight.clear()
+    def settle(self, key: tuple[int, str, str] | None) -> None:
+        """Collect facts sent ahead (``Facts.settle``): the chunk that holds ``key``, waiting for it,
+        and every chunk already back (None: all of them); a worker that died has its chunk
+        extracted here."""
+        taken = [s for s in self._sent if key is None or key in s[3] or s[0] is None or s[0].done()]
+        ids = {id(s) for s in taken}
+        self._sent = [s for s in self._sent if id(s) not in ids]
+        keys = {k: self._sent_keys.pop(k) for *_rest, held in taken for k in held if k in self._sent_keys}
+        for *_rest, held in taken:
+            self.facts.inflight.difference_update(held)
         new: list[tuple[str, Any]] = []
         broken = False
         try:
             with gc_paused():
-                for fut, i, chunk in sent:
+                for fut, i, chunk, _held in taken:
                     results = None
                     if fut is not None:
                         try:

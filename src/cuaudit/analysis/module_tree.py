@@ -266,9 +266,9 @@ class ModuleUniverse:
         #: ``has_fact(artifact, member, extractor)``: whether ``facts_for`` may give a fact,
         #: extracting and decoding nothing (None: not known)
         self.has_fact: Callable[[object, str, str], bool] | None = None
-        #: ``prefetch(extractor, [(artifact, member)])``: extract these facts at once, before
-        #: they are read one by one (None: each is read when needed)
-        self.prefetch: Callable[[str, list[tuple[object, str]]], None] | None = None
+        #: ``prefetch(extractor, [(artifact, member)], ahead=False)``: extract these facts at once,
+        #: before they are read one by one (None: each is read when needed)
+        self.prefetch: Callable[..., None] | None = None
         #: ``walk([(artifact, member, extractor)], follow)``: extract those facts and the ones
         #: ``follow(artifact, member, extractor)`` names once each is in (``RuleContext.walk``)
         self.walk: Callable[[list[tuple[object, str, str]], Callable], None] | None = None
@@ -453,14 +453,22 @@ class ModuleUniverse:
         return (self.has_fact is not None and entry.artifact is not None and member is not None
                 and member.endswith(".py") and self.has_fact(entry.artifact, member, "python_source"))
 
-    def prefetch_facts(self, entries: Iterable[ModuleEntry], extractors: tuple[str, ...] = ("python_source",)) -> None:
+    def prefetch_facts(self, entries: Iterable[ModuleEntry], extractors: tuple[str, ...] = ("python_source",), *,
+                       ahead: bool = False) -> None:
         """Have the facts of these artifact modules (``entry.facts``, ``entry.stub``) extracted in one
-        batch, before they are read one module at a time; ``extractors`` for their ``.py`` files."""
+        batch, before they are read one module at a time; ``extractors`` for their ``.py`` files
+        (``ahead``: when the workers are idle, see ``RuleContext.prefetch``)."""
         if self.prefetch is None:
             return
         entries = [e for e in entries if e.artifact is not None and e._load is not None]
-        self.prefetch(extractors, [(e.artifact, e.member) for e in entries if (e.member or "").endswith(".py")])
-        self.prefetch("python_source", [(e.artifact, e.stub_member) for e in entries if e.stub_member])
+        members = [(e.artifact, e.member) for e in entries if (e.member or "").endswith(".py")]
+        stubs = [(e.artifact, e.stub_member) for e in entries if e.stub_member]
+        if ahead:
+            self.prefetch(extractors, members, ahead=True)  # type: ignore[call-arg]
+            self.prefetch("python_source", stubs, ahead=True)  # type: ignore[call-arg]
+            return
+        self.prefetch(extractors, members)
+        self.prefetch("python_source", stubs)
 
     def prefetch_closures(self, roots: Iterable[str], *, with_facts: bool = False) -> None:
         """Have the import-time programs of the modules importing ``roots`` reaches extracted ahead

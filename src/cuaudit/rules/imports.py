@@ -364,11 +364,21 @@ class LazyTableMismatch(Rule):
     severity = Severity.WARNING
     needs = (FACTS, "extension_strings", "import_time")
 
+    def ahead(self, ctx) -> None:
+        self._packages(ctx, ahead=True)
+
+    @staticmethod
+    def _packages(ctx, ahead: bool = False) -> None:
+        """The facts of every package this rule reads, in one batch (``ahead``: see ``Rule.ahead``)."""
+        m = _model(ctx)
+        uni = m.universe
+        uni.prefetch_facts((e for mods in m.modules.values() for n, e in sorted(mods.items())
+                            if e.kind == "package" and uni.entries.get(n) is e), ahead=ahead)
+
     def check(self, ctx) -> Iterator[Finding]:
         m = _model(ctx)
         uni = m.universe
-        uni.prefetch_facts(e for mods in m.modules.values() for n, e in sorted(mods.items())
-                           if e.kind == "package" and uni.entries.get(n) is e)
+        self._packages(ctx)
         for i, mods in m.modules.items():
             art = ctx.artifacts[i]
             for name, entry in sorted(mods.items()):
