@@ -165,6 +165,21 @@ def _extract_forked(i: int, tasks: list[tuple[Member, tuple[str, ...]]]) -> list
     return [(path, name, ok, _pickled(name, value) if ok else value) for path, name, ok, value in _extract_group(art, tasks)]
 
 
+def _results_of(fut: Any, artifact: Artifact, chunk: list) -> tuple[list[tuple[str, str, bool, Any]], bool]:
+    """A chunk's results from its future, else extracted here; and whether the pool is broken
+    (a worker died: memory, a signal; None: the pool took no more work when it was sent)."""
+    if fut is not None:
+        try:
+            return fut.result(), False
+        except Exception as exc:  # noqa: BLE001 - a worker died (memory, signal): redo it here
+            from concurrent.futures import BrokenExecutor
+
+            broken = isinstance(exc, BrokenExecutor)
+    else:
+        broken = True
+    return _extract_group(artifact, chunk), broken
+
+
 class Pickled(bytes):
     """A fact kept as its pickle until something reads it (:attr:`Extractor.decoded_lazily`)."""
 
@@ -628,18 +643,8 @@ class Extraction:
                     if progress:
                         progress.start(total_bytes, "Extracting facts")
                     for i, chunk, fut in futures:
-                        results = None
-                        if fut is not None:
-                            try:
-                                results = fut.result()
-                            except Exception as exc:  # noqa: BLE001 - a worker died (memory, signal): redo it here
-                                from concurrent.futures import BrokenExecutor
-
-                                broken = broken or isinstance(exc, BrokenExecutor)
-                        else:
-                            broken = True
-                        if results is None:
-                            results = _extract_group(artifacts[i], chunk)
+                        results, died = _results_of(fut, artifacts[i], chunk)
+                        broken = broken or died
                         self._collect(artifacts, i, results, keys, new)
                         if progress:
                             progress.advance(sum(m.size for m, _ in chunk), chunk[-1][0].path)
@@ -778,13 +783,8 @@ class Extraction:
                     done, _ = wait_for(list(inflight), return_when=FIRST_COMPLETED)
                     for fut in sorted(done, key=lambda f: inflight[f][0]):
                         _n, i, chunk = inflight.pop(fut)
-                        try:
-                            results = fut.result()
-                        except Exception as exc:  # noqa: BLE001 - a worker died (memory, signal): redo it here
-                            from concurrent.futures import BrokenExecutor
-
-                            broken = broken or isinstance(exc, BrokenExecutor)
-                            results = _extract_group(artifacts[i], chunk)
+                        results, died = _results_of(fut, artifacts[i], chunk)
+                        broken = broken or died
                         arrived(i, chunk, results)
             if broken or not self.keep_workers:
                 self.stop_workers()  # a pool whose worker died takes no more work; the next batch starts one
@@ -843,18 +843,8 @@ class Extraction:
         try:
             with gc_paused():
                 for fut, i, chunk, _held in taken:
-                    results = None
-                    if fut is not None:
-                        try:
-                            results = fut.result()
-                        except Exception as exc:  # noqa: BLE001 - a worker died (memory, signal): redo it here
-                            from concurrent.futures import BrokenExecutor
-
-                            broken = broken or isinstance(exc, BrokenExecutor)
-                    else:
-                        broken = True
-                    if results is None:
-                        results = _extract_group(self._artifacts[i], chunk)
+                    results, died = _results_of(fut, self._artifacts[i], chunk)
+                    broken = broken or died
                     self._collect(self._artifacts, i, results, keys, new)
         finally:
             self._keep(new, keys)
