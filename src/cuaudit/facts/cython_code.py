@@ -270,9 +270,10 @@ class _Tracker:
         return out
 
     def _instructions(self, start: int, end: int) -> list:
+        """The ops of ``[start, end)`` that can change what :meth:`_run` sees (see :func:`_passable`)."""
         last = self._decoded
         if last is None or last[0] != start or last[1] != end:
-            last = self._decoded = (start, end, self._decode(start, end))
+            last = self._decoded = (start, end, _passable(self._decode(start, end)))
         return last[2]
 
     def _decode(self, start: int, end: int) -> list:
@@ -350,17 +351,17 @@ class _Tracker:
                 dead = False
             elif seeds and address in seeds:
                 regs = {**regs, **seeds[address]}
-            if code == _KILL:
-                regs.pop(a, None)
-            elif code == _SKIP:
-                pass
-            elif code == _SET:
+            if code == _SET:
                 regs[a] = b
             elif code == _COPY:
                 if b in regs:
                     regs[a] = regs[b]
                 else:
                     regs.pop(a, None)
+            elif code == _KILL:
+                regs.pop(a, None)
+            elif code == _SKIP:
+                pass
             elif code == _JUMP:
                 if a is not None:
                     if a > address:
@@ -412,6 +413,24 @@ class _Tracker:
 # What one instruction does to the tracked state, worked out once when its range is decoded
 # (a range is passed over up to four times: the operand text is parsed once, not per pass).
 _SKIP, _KILL, _SET, _COPY, _JUMP, _CALL, _RET, _LOAD, _SPILL, _RELOAD, _LEA_BASE, _ADD_IMM = range(12)
+
+
+def _passable(ops: list) -> list:
+    """``ops`` less the instructions :meth:`_Tracker._run` only steps over (a quarter of them).
+
+    An instruction that writes nothing tracked matters to a pass only as a place: where a
+    jump lands (its state is merged there) or what follows an unconditional jump or a ``ret``
+    (an arrival).  Every other one is left out of the passes.
+    """
+    targets = {op[2][1] for op in ops if op[2][0] == _JUMP}
+    out = []
+    after_dead = False
+    for ins in ops:
+        code = ins[2][0]
+        if code != _SKIP or after_dead or ins[0] in targets:
+            out.append(ins)
+        after_dead = code == _RET or (code == _JUMP and ins[2][2])
+    return out
 
 
 #: _op of an instruction's text that names no address relative to itself (most repeat: "mov rdi, rbx")
@@ -490,50 +509,58 @@ def _op(mnem: str, ops: str, nxt: int) -> tuple[int, object, object]:
 
 def _scan_calls(image: _Image, targets: set[int], slots: set[int]) -> dict[int, list[int]]:
     """target (or -slot) -> sites of ``call rel32`` / ``call [rip+slot]`` to the given ones, in .text."""
-    taddr, toff, tsize = image.section(".text") or (0, 0, 0)
-    text = image.__dict__.get("_text")
-    if text is None:
-        text = image.data[toff : toff + tsize]
-        image._text = text = text if isinstance(text, bytes) else bytes(text)
     out: dict[int, list[int]] = {}
-    unpack = struct.unpack_from
-    find = text.find
     if targets:
-        lo, hi = min(targets), max(targets)
-        p = find(b"\xe8")
-        limit = tsize - 5
-        while 0 <= p <= limit:
-            t = taddr + p + 5 + unpack("<i", text, p + 1)[0]
-            if lo <= t <= hi and t in targets:
-                out.setdefault(t, []).append(taddr + p)
-            p = find(b"\xe8", p + 1)
+        out.update(_calls_to(image, b"\xe8", targets))
     if slots:
-        p = find(b"\xff\x15")
-        while 0 <= p <= tsize - 6:
-            slot = taddr + p + 6 + unpack("<i", text, p + 2)[0]
-            if slot in slots:
-                out.setdefault(-slot, []).append(taddr + p)
-            p = find(b"\xff\x15", p + 1)
+        out.update((-slot, sites) for slot, sites in _calls_to(image, b"\xff\x15", slots).items())
     return out
 
 
-def _prime_calls(image: _Image, imported: dict) -> None:
-    """One scan for the call sites of every imported function we look at."""
-    targets = {t for stubs, _slots in imported.values() for t in stubs}
-    slots = {s for _stubs, sl in imported.values() for s in sl}
-    known = image.__dict__.get("_known_calls")
-    if known is not None and targets <= known[0] and slots <= known[1]:
-        return  # scanned already (a module without an ABI marker is primed while it is recognised)
-    image._known_calls = (targets, slots, _scan_calls(image, targets, slots))
+def _calls_to(image: _Image, opcode: bytes, wanted: set[int]) -> dict[int, list[int]]:
+    """target -> the addresses of ``opcode`` + rel32 in .text that lead to it, in order.
+
+    The opcodes and where they lead are read once per image (:func:`_rel32s`): the readers
+    ask for the callers of the imported functions, then of the helpers that call them.
+    """
+    taddr, positions, leads = _rel32s(image, opcode)
+    relative = {t - taddr for t in wanted}
+    out: dict[int, list[int]] = {}
+    if relative.isdisjoint(leads):
+        return out
+    for p, t in zip(positions, leads):
+        if t in relative:
+            out.setdefault(taddr + t, []).append(taddr + p)
+    return out
+
+
+def _rel32s(image: _Image, opcode: bytes) -> tuple[int, list[int], list[int]]:
+    """(.text address, positions of ``opcode`` + rel32 in .text, where each leads relative to .text)."""
+    cache = image.__dict__.setdefault("_rel32s", {})
+    found = cache.get(opcode)
+    if found is not None:
+        return found
+    taddr, toff, tsize = image.section(".text") or (0, 0, 0)
+    text = image.data[toff : toff + tsize]
+    if not isinstance(text, bytes):
+        text = bytes(text)
+    n = len(opcode) + 4
+    limit = tsize - n  # the last position with a whole rel32 after the opcode
+    positions: list[int] = []
+    leads: list[int] = []
+    find, unpack, at, to = text.find, struct.unpack_from, positions.append, leads.append
+    p = find(opcode)
+    while 0 <= p <= limit:
+        at(p)
+        to(p + n + unpack("<i", text, p + n - 4)[0])
+        p = find(opcode, p + 1)
+    found = cache[opcode] = (taddr, positions, leads)
+    return found
 
 
 def _call_sites(image: _Image, targets: set[int], slots: set[int]) -> list[int]:
     """Addresses of ``call rel32`` to one of ``targets`` and ``call [rip+slot]`` in .text."""
-    known = image.__dict__.get("_known_calls")
-    if known is not None and targets <= known[0] and slots <= known[1]:
-        found = known[2]
-    else:
-        found = _scan_calls(image, targets, slots)
+    found = _scan_calls(image, targets, slots)
     out = [a for t in targets for a in found.get(t, ())]
     out += [a for s in slots for a in found.get(-s, ())]
     return sorted(out)
