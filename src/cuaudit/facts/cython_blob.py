@@ -31,6 +31,8 @@ import re
 import struct
 import zlib
 from collections import Counter
+from itertools import accumulate, compress, repeat
+from operator import is_not, sub
 
 from cuaudit.facts.cython_code import CallSite, CExport, CImport, _call_sites, _IDENT, _Image, _scan_runs
 from cuaudit.facts.cython_tables import _export_helpers, _read_imports
@@ -59,24 +61,26 @@ def inflate(image: _Image) -> tuple[int, bytes] | None:
 
 
 def split_strings(image: _Image, blob: bytes) -> list[bytes] | None:
-    """The string constants, cut at the lengths of the index array (None when it is not found)."""
+    """The string constants, cut at the lengths of the index array (None when it is not found).
+
+    The index is the longest run of 32-bit values in .rodata (the first such run if several)
+    that adds up to the blob's size: with the prefix sums ``S``, the run ``[j, i)`` adds up to
+    it when ``S[i] - S[j] == size``; ``j`` is the first index with that prefix sum.
+    """
     _addr, ro = image.section_bytes(".rodata")
     n = len(ro) // 4
     if n == 0:
         return None
     total = len(blob)
     values = struct.unpack_from(f"<{n}I", ro)
-    first_at: dict[int, int] = {0: 0}
-    acc = 0
+    sums = list(accumulate(values, initial=0))
+    first_at = dict(zip(reversed(sums), range(n, -1, -1)))  # the first index of each prefix sum
+    starts = list(map(first_at.get, map(sub, sums, repeat(total))))  # starts[i]: a run [j, i) adding up
     best: tuple[int, int] | None = None
-    for i, v in enumerate(values):
-        acc += v
-        j = first_at.get(acc - total)
-        if j is not None and i + 1 - j >= 2:
-            cand = values[j : i + 1]
-            if max(cand) <= total and (best is None or (i + 1 - j) > best[1] - best[0]):
-                best = (j, i + 1)
-        first_at.setdefault(acc, i + 1)
+    for i in compress(range(n + 1), map(is_not, starts, repeat(None))):
+        j = starts[i]
+        if i - j >= 2 and (best is None or i - j > best[1] - best[0]):
+            best = (j, i)
     if best is None:
         return None
     out, pos = [], 0
@@ -84,8 +88,6 @@ def split_strings(image: _Image, blob: bytes) -> list[bytes] | None:
         out.append(blob[pos : pos + length])
         pos += length
     return out
-
-
 
 
 def lzss_decompress(src: bytes, size: int) -> bytes | None:

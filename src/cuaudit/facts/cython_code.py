@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import struct
 from dataclasses import dataclass, field
+from itertools import compress
 
 from cuaudit.formats.elf import EM_X86_64, ElfImage
 from cuaudit.model import InputError
@@ -528,9 +529,8 @@ def _calls_to(image: _Image, opcode: bytes, wanted: set[int]) -> dict[int, list[
     out: dict[int, list[int]] = {}
     if relative.isdisjoint(leads):
         return out
-    for p, t in zip(positions, leads):
-        if t in relative:
-            out.setdefault(taddr + t, []).append(taddr + p)
+    for p, t in compress(zip(positions, leads), map(relative.__contains__, leads)):
+        out.setdefault(taddr + t, []).append(taddr + p)
     return out
 
 
