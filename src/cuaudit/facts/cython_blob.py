@@ -131,7 +131,14 @@ def locate(image: _Image, tracker, imported) -> tuple[int | None, bytes] | None:
     zlib (3.2 default): the stream in .rodata, passed to PyMemoryView_FromMemory.
     LZSS (3.3 default): ``PyBytes_FromStringAndSize(NULL, size)`` for the output,
     then the compressed ``cstring`` is the next .rodata address the code loads.
+    Found once per image (a module without an ABI marker is recognised by it, then read).
     """
+    if "_located" not in image.__dict__:
+        image._located = _locate(image, tracker, imported)
+    return image._located
+
+
+def _locate(image: _Image, tracker, imported) -> tuple[int | None, bytes] | None:
     users: dict[str, list[int]] = {}
     for name in ("PyMemoryView_FromMemory", "PyBytes_FromStringAndSize"):
         stubs, slots = imported.get(name, (set(), set()))

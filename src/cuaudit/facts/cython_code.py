@@ -117,11 +117,18 @@ class _Image:
         return s.addr, self.elf.section_bytes(s)
 
     def in_section(self, vaddr: int, *names: str) -> bool:
-        for n in names:
-            s = self.section(n)
-            if s and s[0] <= vaddr < s[0] + s[2]:
+        for lo, hi in self.ranges(names):
+            if lo <= vaddr < hi:
                 return True
         return False
+
+    def ranges(self, names: tuple[str, ...]) -> list[tuple[int, int]]:
+        """[addr, end) of each of the named sections the image has (asked per pointer: kept by names)."""
+        cache = self.__dict__.setdefault("_ranges", {})
+        found = cache.get(names)
+        if found is None:
+            found = cache[names] = [(s[0], s[0] + s[2]) for s in map(self.section, names) if s]
+        return found
 
     def function_starts(self) -> list[int]:
         return self.elf.function_starts()
@@ -209,10 +216,7 @@ class _Tracker:
     """
 
     def __init__(self, image: _Image) -> None:
-        import capstone
-
-        self.cs = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
-        self.cs.skipdata = True
+        self.cs = _disassembler()
         self.image = image
         taddr, toff, tsize = image.section(".text") or (0, 0, 0)
         self.text = (taddr, toff, tsize)
@@ -409,6 +413,21 @@ class _Tracker:
                 else:
                     regs.pop(a, None)
         return regs
+
+
+def _disassembler():
+    """One capstone handle (x86-64, data skipped) for every tracker of the process: opening one costs
+    more than reading a small module's call sites.  Extraction runs one member at a time per process."""
+    global _CS
+    if _CS is None:
+        import capstone
+
+        _CS = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+        _CS.skipdata = True
+    return _CS
+
+
+_CS = None
 
 
 # What one instruction does to the tracked state, worked out once when its range is decoded
