@@ -259,10 +259,10 @@ class _Tracker:
                 return start
         return address
 
-    def run(self, start: int, end: int, on_call, regs: dict | None = None, on_load=None) -> dict:
+    def run(self, start: int, end: int, on_call, regs: dict | None = None) -> dict:
         back: dict[int, dict] = {}
         arrivals: set[int] = set()
-        out = self._run(start, end, on_call, regs, on_load, back, arrivals, {})
+        out = self._run(start, end, on_call, regs, back, arrivals, {})
         # A loop entered by a jump to its condition: its body is reached only by the
         # back edge; decode again with the state that edge carries (a chain of such
         # jumps needs one more pass per link).
@@ -271,7 +271,7 @@ class _Tracker:
             if not seeds:
                 break
             back, arrivals = {}, set()
-            out = self._run(start, end, on_call, regs, on_load, back, arrivals, seeds)
+            out = self._run(start, end, on_call, regs, back, arrivals, seeds)
         return out
 
     def _instructions(self, start: int, end: int) -> list:
@@ -335,27 +335,28 @@ class _Tracker:
                 at[op[0]] = (ops, i, stop)
         return ops
 
-    def _run(self, start, end, on_call, regs, on_load, back, arrivals, seeds) -> dict:
+    def _run(self, start, end, on_call, regs, back, arrivals, seeds) -> dict:
         regs = dict(regs or {})
         # Forward branches carry their state to their target; after an unconditional
         # jump the next instruction is reached only through such a branch (error
         # blocks sit between the import calls and load registers of their own).
         pending: dict[int, dict] = {}
         dead = False
-        for address, nxt, (code, a, b) in self._instructions(start, end):
-            if pending and address in pending:
-                other = pending.pop(address)
-                # At a join, the state the jump brings wins: what we need is the first
-                # iteration of the helper loops, entered by a jump to their condition.
-                regs = dict(other) if dead else {**regs, **other}
-                dead = False
-            elif dead:
-                if address in seeds:
-                    regs = dict(seeds[address])
-                arrivals.add(address)
-                dead = False
-            elif seeds and address in seeds:
-                regs = {**regs, **seeds[address]}
+        for address, join, code, a, b in self._instructions(start, end):
+            if join:  # a place where a jump lands or that follows a jmp/ret (see _passable)
+                if pending and address in pending:
+                    other = pending.pop(address)
+                    # At a join, the state the jump brings wins: what we need is the first
+                    # iteration of the helper loops, entered by a jump to their condition.
+                    regs = dict(other) if dead else {**regs, **other}
+                    dead = False
+                elif dead:
+                    if address in seeds:
+                        regs = dict(seeds[address])
+                    arrivals.add(address)
+                    dead = False
+                elif seeds and address in seeds:
+                    regs = {**regs, **seeds[address]}
             if code == _SET:
                 regs[a] = b
             elif code == _COPY:
@@ -363,10 +364,6 @@ class _Tracker:
                     regs[a] = regs[b]
                 else:
                     regs.pop(a, None)
-            elif code == _KILL:
-                regs.pop(a, None)
-            elif code == _SKIP:
-                pass
             elif code == _JUMP:
                 if a is not None:
                     if a > address:
@@ -384,34 +381,23 @@ class _Tracker:
                     regs["rax"] = result
                 elif a is not None:
                     regs["rax"] = ("ret", a)
+            elif code == _KILL:
+                regs.pop(a, None)
             elif code == _RET:
                 dead = True
-            elif code == _LOAD:
-                regs[a] = ("mem", b)
-                if on_load is not None:
-                    on_load(b)
-            elif code == _SPILL:
-                if b is not None and b in regs:
-                    regs[a] = regs[b]
-                else:
-                    regs.pop(a, None)
-            elif code == _RELOAD:
-                if b is not None and b in regs:
-                    regs[a] = regs[b]
-                else:
-                    regs.pop(a, None)
             elif code == _LEA_BASE:
                 base = regs.get(b[0])
                 if base and base[0] in ("mem", "memoff"):
                     regs[a] = ("memoff", base[1], (base[2] if base[0] == "memoff" else 0) + b[1])
                 else:
                     regs.pop(a, None)
-            else:  # _ADD_IMM
+            elif code == _ADD_IMM:
                 cur = regs.get(a)
                 if cur is not None and cur[0] in ("mem", "memoff"):
                     regs[a] = ("memoff", cur[1], (cur[2] if cur[0] == "memoff" else 0) + b)
                 else:
                     regs.pop(a, None)
+            # else _SKIP: kept only as a place
         return regs
 
 
@@ -436,20 +422,28 @@ _SKIP, _KILL, _SET, _COPY, _JUMP, _CALL, _RET, _LOAD, _SPILL, _RELOAD, _LEA_BASE
 
 
 def _passable(ops: list) -> list:
-    """``ops`` less the instructions :meth:`_Tracker._run` only steps over (a quarter of them).
+    """``ops`` as :meth:`_Tracker._run` passes over them: ``(address, join, code, a, b)``.
 
     An instruction that writes nothing tracked matters to a pass only as a place: where a
     jump lands (its state is merged there) or what follows an unconditional jump or a ``ret``
-    (an arrival).  Every other one is left out of the passes.
+    (an arrival); every other one is left out (a quarter of them).  ``join`` marks those
+    places: only there does a pass look at the states jumps carry.  A load from memory is
+    a set (``("mem", address)``); spills and reloads of the frame are copies (a slot is
+    tracked as a register named ``[rsp+N]``).
     """
     targets = {op[2][1] for op in ops if op[2][0] == _JUMP}
     out = []
+    append = out.append
     after_dead = False
-    for ins in ops:
-        code = ins[2][0]
-        if code != _SKIP or after_dead or ins[0] in targets:
-            out.append(ins)
-        after_dead = code == _RET or (code == _JUMP and ins[2][2])
+    for address, _nxt, (code, a, b) in ops:
+        join = after_dead or address in targets
+        if code != _SKIP or join:
+            if code == _LOAD:
+                code, b = _SET, ("mem", b)
+            elif code == _SPILL or code == _RELOAD:
+                code = _COPY  # a source that is not tracked (None) is never in the state: a kill
+            append((address, join, code, a, b))
+        after_dead = code == _RET or (code == _JUMP and b)
     return out
 
 
@@ -586,7 +580,7 @@ def _call_sites(image: _Image, targets: set[int], slots: set[int]) -> list[int]:
 
 
 def _scan_runs(
-    tracker: "_Tracker", sites: list[int], on_call, gap: int = 8192, tail: int = 4096, on_load=None, back: int = 96
+    tracker: "_Tracker", sites: list[int], on_call, gap: int = 8192, tail: int = 4096, back: int = 96
 ) -> None:
     """Decode the code around ``sites`` in linear passes, one per cluster of nearby sites."""
     runs: list[list[int]] = []
@@ -596,7 +590,7 @@ def _scan_runs(
         else:
             runs.append([s])
     for run in runs:
-        tracker.run(tracker.aligned_start(run[0], back), run[-1] + tail, on_call, on_load=on_load)
+        tracker.run(tracker.aligned_start(run[0], back), run[-1] + tail, on_call)
 
 
 #: the imported functions whose call sites the readers look at
