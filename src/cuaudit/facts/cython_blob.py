@@ -31,8 +31,6 @@ import re
 import struct
 import zlib
 from collections import Counter
-from itertools import accumulate, compress, repeat
-from operator import is_not, sub
 
 from cuaudit.facts.cython_code import CallSite, CExport, CImport, _call_sites, _IDENT, _Image, _scan_runs
 from cuaudit.facts.cython_tables import _export_helpers, _read_imports
@@ -64,8 +62,8 @@ def split_strings(image: _Image, blob: bytes) -> list[bytes] | None:
     """The string constants, cut at the lengths of the index array (None when it is not found).
 
     The index is the longest run of 32-bit values in .rodata (the first such run if several)
-    that adds up to the blob's size: with the prefix sums ``S``, the run ``[j, i)`` adds up to
-    it when ``S[i] - S[j] == size``; ``j`` is the first index with that prefix sum.
+    that adds up to the blob's size.  No value of such a run is larger than the size: only the
+    stretches of such values are added up (.rodata is mostly text and larger numbers).
     """
     _addr, ro = image.section_bytes(".rodata")
     n = len(ro) // 4
@@ -73,14 +71,19 @@ def split_strings(image: _Image, blob: bytes) -> list[bytes] | None:
         return None
     total = len(blob)
     values = struct.unpack_from(f"<{n}I", ro)
-    sums = list(accumulate(values, initial=0))
-    first_at = dict(zip(reversed(sums), range(n, -1, -1)))  # the first index of each prefix sum
-    starts = list(map(first_at.get, map(sub, sums, repeat(total))))  # starts[i]: a run [j, i) adding up
+    small = bytes(map(total.__ge__, values))  # 1 where a value is not larger than the size
     best: tuple[int, int] | None = None
-    for i in compress(range(n + 1), map(is_not, starts, repeat(None))):
-        j = starts[i]
-        if i - j >= 2 and (best is None or i - j > best[1] - best[0]):
-            best = (j, i)
+    for stretch in _STRETCH.finditer(small):
+        start, stop = stretch.span()
+        # first_at: the first index at which the sum from the stretch's start takes each value
+        first_at: dict[int, int] = {0: start}
+        acc = 0
+        for i in range(start, stop):
+            acc += values[i]
+            j = first_at.get(acc - total)
+            if j is not None and i + 1 - j >= 2 and (best is None or (i + 1 - j) > best[1] - best[0]):
+                best = (j, i + 1)
+            first_at.setdefault(acc, i + 1)
     if best is None:
         return None
     out, pos = [], 0
@@ -88,6 +91,10 @@ def split_strings(image: _Image, blob: bytes) -> list[bytes] | None:
         out.append(blob[pos : pos + length])
         pos += length
     return out
+
+
+#: two or more values in a row not larger than the blob's size (see split_strings)
+_STRETCH = re.compile(rb"\x01{2,}")
 
 
 def lzss_decompress(src: bytes, size: int) -> bytes | None:
@@ -116,8 +123,7 @@ def lzss_decompress(src: bytes, size: int) -> bytes | None:
                     ref = len(out) - back - length
                     if ref < 0:
                         return None
-                    for i in range(length):  # may overlap its own output
-                        out.append(out[ref + i])
+                    out += out[ref : ref + length]  # ends `back` bytes before the end: copied whole
                 if len(out) >= size:
                     return bytes(out[:size]) if len(out) == size else None
                 flags >>= 1
