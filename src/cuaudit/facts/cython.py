@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from cuaudit.facts import Extractor, MemberReader, WithProblems
 from cuaudit.facts import cython_blob
 from cuaudit.facts.cython_code import (  # noqa: F401 - the records are part of this module's facts
-    CHECK_SIZE, CExport, CImport, TypeDef, TypeImport, _Image, _IMPORTED, _Tracker,
+    CHECK_SIZE, CExport, CImport, TypeDef, TypeImport, _Image, _IMPORTED, _prime_calls, _Tracker,
 )
 from cuaudit.facts.cython_tables import (
     _python_name_used, _read_exports, _read_imports, _read_typedefs, _reexport_candidates,
@@ -151,6 +151,7 @@ def read_image(elf: ElfImage) -> CythonModule:
         # No ABI marker (a module without extension types): a Cython 3.2+ module keeps
         # its names in a compressed blob.
         imported = image.imported_functions(_IMPORTED)
+        _prime_calls(image, imported)
         located = cython_blob.locate(image, _Tracker(image), imported)
         if located and (b"cython_runtime" in located[1] or b"__pyx_capi__" in located[1] or b"cython_runtime\x00" in data):
             cython = "3.2+"
@@ -170,6 +171,7 @@ def read_image(elf: ElfImage) -> CythonModule:
     generation = (3, 2) if cython == "3.2+" else tuple(int(x) for x in cython.split(".")[:2]) if cython else (0, 0)
     imported = image.imported_functions(_IMPORTED)
     tracker = _Tracker(image)
+    _prime_calls(image, imported)
     if generation >= (3, 2):
         exports, imports, type_imports, notes, has_capi, reexport = cython_blob.read(image, tracker, imported, module)
         unresolved += notes

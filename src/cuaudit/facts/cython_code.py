@@ -148,11 +148,15 @@ class _Image:
     def _imported_functions(self, wanted: frozenset[str]) -> dict[str, tuple[set[int], set[int]]]:
         names = self.elf.dynsym_names()
         slots: dict[int, str] = {}
+        # the relocations of the wanted symbols, picked in C (.rela.dyn holds thousands of others)
+        symbols = {i for i, name in enumerate(names) if i and name in wanted}
         for rel in (".rela.plt", ".rela.dyn"):
-            for r_offset, r_info, _add in self._relocations(rel):
-                rtype, sym = r_info & 0xFFFFFFFF, r_info >> 32
-                if rtype in (6, 7) and 0 < sym < len(names) and names[sym] in wanted:  # GLOB_DAT, JUMP_SLOT
-                    slots[r_offset] = names[sym]
+            _addr, data = self.section_bytes(rel)
+            flat = struct.unpack_from(f"<{len(data) // 24 * 3}Q", data)
+            infos = flat[1::3]
+            for r_offset, r_info in compress(zip(flat[0::3], infos), map(symbols.__contains__, map((32).__rrshift__, infos))):
+                if r_info & 0xFFFFFFFF in (6, 7):  # GLOB_DAT, JUMP_SLOT
+                    slots[r_offset] = names[r_info >> 32]
         out: dict[str, tuple[set[int], set[int]]] = {n: (set(), set()) for n in wanted}
         for slot, name in slots.items():
             out[name][1].add(slot)
@@ -259,10 +263,10 @@ class _Tracker:
                 return start
         return address
 
-    def run(self, start: int, end: int, on_call, regs: dict | None = None) -> dict:
+    def run(self, start: int, end: int, on_call, regs: dict | None = None, on_load=None) -> dict:
         back: dict[int, dict] = {}
         arrivals: set[int] = set()
-        out = self._run(start, end, on_call, regs, back, arrivals, {})
+        out = self._run(start, end, on_call, regs, on_load, back, arrivals, {})
         # A loop entered by a jump to its condition: its body is reached only by the
         # back edge; decode again with the state that edge carries (a chain of such
         # jumps needs one more pass per link).
@@ -271,14 +275,13 @@ class _Tracker:
             if not seeds:
                 break
             back, arrivals = {}, set()
-            out = self._run(start, end, on_call, regs, back, arrivals, seeds)
+            out = self._run(start, end, on_call, regs, on_load, back, arrivals, seeds)
         return out
 
     def _instructions(self, start: int, end: int) -> list:
-        """The ops of ``[start, end)`` that can change what :meth:`_run` sees (see :func:`_passable`)."""
         last = self._decoded
         if last is None or last[0] != start or last[1] != end:
-            last = self._decoded = (start, end, _passable(self._decode(start, end)))
+            last = self._decoded = (start, end, self._decode(start, end))
         return last[2]
 
     def _decode(self, start: int, end: int) -> list:
@@ -335,29 +338,32 @@ class _Tracker:
                 at[op[0]] = (ops, i, stop)
         return ops
 
-    def _run(self, start, end, on_call, regs, back, arrivals, seeds) -> dict:
+    def _run(self, start, end, on_call, regs, on_load, back, arrivals, seeds) -> dict:
         regs = dict(regs or {})
         # Forward branches carry their state to their target; after an unconditional
         # jump the next instruction is reached only through such a branch (error
         # blocks sit between the import calls and load registers of their own).
         pending: dict[int, dict] = {}
         dead = False
-        for address, join, code, a, b in self._instructions(start, end):
-            if join:  # a place where a jump lands or that follows a jmp/ret (see _passable)
-                if pending and address in pending:
-                    other = pending.pop(address)
-                    # At a join, the state the jump brings wins: what we need is the first
-                    # iteration of the helper loops, entered by a jump to their condition.
-                    regs = dict(other) if dead else {**regs, **other}
-                    dead = False
-                elif dead:
-                    if address in seeds:
-                        regs = dict(seeds[address])
-                    arrivals.add(address)
-                    dead = False
-                elif seeds and address in seeds:
-                    regs = {**regs, **seeds[address]}
-            if code == _SET:
+        for address, nxt, (code, a, b) in self._instructions(start, end):
+            if pending and address in pending:
+                other = pending.pop(address)
+                # At a join, the state the jump brings wins: what we need is the first
+                # iteration of the helper loops, entered by a jump to their condition.
+                regs = dict(other) if dead else {**regs, **other}
+                dead = False
+            elif dead:
+                if address in seeds:
+                    regs = dict(seeds[address])
+                arrivals.add(address)
+                dead = False
+            elif seeds and address in seeds:
+                regs = {**regs, **seeds[address]}
+            if code == _KILL:
+                regs.pop(a, None)
+            elif code == _SKIP:
+                pass
+            elif code == _SET:
                 regs[a] = b
             elif code == _COPY:
                 if b in regs:
@@ -381,23 +387,34 @@ class _Tracker:
                     regs["rax"] = result
                 elif a is not None:
                     regs["rax"] = ("ret", a)
-            elif code == _KILL:
-                regs.pop(a, None)
             elif code == _RET:
                 dead = True
+            elif code == _LOAD:
+                regs[a] = ("mem", b)
+                if on_load is not None:
+                    on_load(b)
+            elif code == _SPILL:
+                if b is not None and b in regs:
+                    regs[a] = regs[b]
+                else:
+                    regs.pop(a, None)
+            elif code == _RELOAD:
+                if b is not None and b in regs:
+                    regs[a] = regs[b]
+                else:
+                    regs.pop(a, None)
             elif code == _LEA_BASE:
                 base = regs.get(b[0])
                 if base and base[0] in ("mem", "memoff"):
                     regs[a] = ("memoff", base[1], (base[2] if base[0] == "memoff" else 0) + b[1])
                 else:
                     regs.pop(a, None)
-            elif code == _ADD_IMM:
+            else:  # _ADD_IMM
                 cur = regs.get(a)
                 if cur is not None and cur[0] in ("mem", "memoff"):
                     regs[a] = ("memoff", cur[1], (cur[2] if cur[0] == "memoff" else 0) + b)
                 else:
                     regs.pop(a, None)
-            # else _SKIP: kept only as a place
         return regs
 
 
@@ -419,32 +436,6 @@ _CS = None
 # What one instruction does to the tracked state, worked out once when its range is decoded
 # (a range is passed over up to four times: the operand text is parsed once, not per pass).
 _SKIP, _KILL, _SET, _COPY, _JUMP, _CALL, _RET, _LOAD, _SPILL, _RELOAD, _LEA_BASE, _ADD_IMM = range(12)
-
-
-def _passable(ops: list) -> list:
-    """``ops`` as :meth:`_Tracker._run` passes over them: ``(address, join, code, a, b)``.
-
-    An instruction that writes nothing tracked matters to a pass only as a place: where a
-    jump lands (its state is merged there) or what follows an unconditional jump or a ``ret``
-    (an arrival); every other one is left out (a quarter of them).  ``join`` marks those
-    places: only there does a pass look at the states jumps carry.  A load from memory is
-    a set (``("mem", address)``); spills and reloads of the frame are copies (a slot is
-    tracked as a register named ``[rsp+N]``).
-    """
-    targets = {op[2][1] for op in ops if op[2][0] == _JUMP}
-    out = []
-    append = out.append
-    after_dead = False
-    for address, _nxt, (code, a, b) in ops:
-        join = after_dead or address in targets
-        if code != _SKIP or join:
-            if code == _LOAD:
-                code, b = _SET, ("mem", b)
-            elif code == _SPILL or code == _RELOAD:
-                code = _COPY  # a source that is not tracked (None) is never in the state: a kill
-            append((address, join, code, a, b))
-        after_dead = code == _RET or (code == _JUMP and b)
-    return out
 
 
 #: _op of an instruction's text that names no address relative to itself (most repeat: "mov rdi, rbx")
@@ -523,64 +514,57 @@ def _op(mnem: str, ops: str, nxt: int) -> tuple[int, object, object]:
 
 def _scan_calls(image: _Image, targets: set[int], slots: set[int]) -> dict[int, list[int]]:
     """target (or -slot) -> sites of ``call rel32`` / ``call [rip+slot]`` to the given ones, in .text."""
-    out: dict[int, list[int]] = {}
-    if targets:
-        out.update(_calls_to(image, b"\xe8", targets))
-    if slots:
-        out.update((-slot, sites) for slot, sites in _calls_to(image, b"\xff\x15", slots).items())
-    return out
-
-
-def _calls_to(image: _Image, opcode: bytes, wanted: set[int]) -> dict[int, list[int]]:
-    """target -> the addresses of ``opcode`` + rel32 in .text that lead to it, in order.
-
-    The opcodes and where they lead are read once per image (:func:`_rel32s`): the readers
-    ask for the callers of the imported functions, then of the helpers that call them.
-    """
-    taddr, positions, leads = _rel32s(image, opcode)
-    relative = {t - taddr for t in wanted}
-    out: dict[int, list[int]] = {}
-    if relative.isdisjoint(leads):
-        return out
-    for p, t in compress(zip(positions, leads), map(relative.__contains__, leads)):
-        out.setdefault(taddr + t, []).append(taddr + p)
-    return out
-
-
-def _rel32s(image: _Image, opcode: bytes) -> tuple[int, list[int], list[int]]:
-    """(.text address, positions of ``opcode`` + rel32 in .text, where each leads relative to .text)."""
-    cache = image.__dict__.setdefault("_rel32s", {})
-    found = cache.get(opcode)
-    if found is not None:
-        return found
     taddr, toff, tsize = image.section(".text") or (0, 0, 0)
-    text = image.data[toff : toff + tsize]
-    if not isinstance(text, bytes):
-        text = bytes(text)
-    n = len(opcode) + 4
-    limit = tsize - n  # the last position with a whole rel32 after the opcode
-    positions: list[int] = []
-    leads: list[int] = []
-    find, unpack, at, to = text.find, struct.unpack_from, positions.append, leads.append
-    p = find(opcode)
-    while 0 <= p <= limit:
-        at(p)
-        to(p + n + unpack("<i", text, p + n - 4)[0])
-        p = find(opcode, p + 1)
-    found = cache[opcode] = (taddr, positions, leads)
-    return found
+    text = image.__dict__.get("_text")
+    if text is None:
+        text = image.data[toff : toff + tsize]
+        image._text = text = text if isinstance(text, bytes) else bytes(text)
+    out: dict[int, list[int]] = {}
+    unpack = struct.unpack_from
+    find = text.find
+    if targets:
+        lo, hi = min(targets), max(targets)
+        p = find(b"\xe8")
+        limit = tsize - 5
+        while 0 <= p <= limit:
+            t = taddr + p + 5 + unpack("<i", text, p + 1)[0]
+            if lo <= t <= hi and t in targets:
+                out.setdefault(t, []).append(taddr + p)
+            p = find(b"\xe8", p + 1)
+    if slots:
+        p = find(b"\xff\x15")
+        while 0 <= p <= tsize - 6:
+            slot = taddr + p + 6 + unpack("<i", text, p + 2)[0]
+            if slot in slots:
+                out.setdefault(-slot, []).append(taddr + p)
+            p = find(b"\xff\x15", p + 1)
+    return out
+
+
+def _prime_calls(image: _Image, imported: dict) -> None:
+    """One scan for the call sites of every imported function we look at."""
+    targets = {t for stubs, _slots in imported.values() for t in stubs}
+    slots = {s for _stubs, sl in imported.values() for s in sl}
+    known = image.__dict__.get("_known_calls")
+    if known is not None and targets <= known[0] and slots <= known[1]:
+        return  # scanned already (a module without an ABI marker is primed while it is recognised)
+    image._known_calls = (targets, slots, _scan_calls(image, targets, slots))
 
 
 def _call_sites(image: _Image, targets: set[int], slots: set[int]) -> list[int]:
     """Addresses of ``call rel32`` to one of ``targets`` and ``call [rip+slot]`` in .text."""
-    found = _scan_calls(image, targets, slots)
+    known = image.__dict__.get("_known_calls")
+    if known is not None and targets <= known[0] and slots <= known[1]:
+        found = known[2]
+    else:
+        found = _scan_calls(image, targets, slots)
     out = [a for t in targets for a in found.get(t, ())]
     out += [a for s in slots for a in found.get(-s, ())]
     return sorted(out)
 
 
 def _scan_runs(
-    tracker: "_Tracker", sites: list[int], on_call, gap: int = 8192, tail: int = 4096, back: int = 96
+    tracker: "_Tracker", sites: list[int], on_call, gap: int = 8192, tail: int = 4096, on_load=None, back: int = 96
 ) -> None:
     """Decode the code around ``sites`` in linear passes, one per cluster of nearby sites."""
     runs: list[list[int]] = []
@@ -590,7 +574,7 @@ def _scan_runs(
         else:
             runs.append([s])
     for run in runs:
-        tracker.run(tracker.aligned_start(run[0], back), run[-1] + tail, on_call)
+        tracker.run(tracker.aligned_start(run[0], back), run[-1] + tail, on_call, on_load=on_load)
 
 
 #: the imported functions whose call sites the readers look at
