@@ -245,3 +245,134 @@ def test_the_promotion_prefilter_reads_the_decoded_text_not_the_bytes(tmp_path):
     with pytest.raises(InputError) as err:  # undecodable: the same CU006 the parse raises
         PromotionSourceExtractor().extract(_reader(art, "bad.py"))
     assert err.value.code == "CU006"
+
+
+# -- one parse per member: promotion_source shares the parse of the program -------------------------
+
+#: modules naming numpy or cupy; `notes` names numpy in a comment only, `tests/` the rules never read
+NUMERIC = {
+    "pkg/__init__.py": "from . import core, kernels\n",
+    "pkg/core.py": "import numpy as np\n\nX = np.uint8(300)\nok = np.can_cast(4, np.uint8)\n",
+    "pkg/kernels.py": "import cupy\n\n@cupy.fuse()\ndef k(x):\n    return x + 1\n",
+    "pkg/notes.py": "# numpy is mentioned here, never imported\nY = 1\n",
+    "pkg/tests/test_core.py": "import numpy as np\n\nassert np.can_cast(1, np.uint8)\n",
+}
+
+
+def _relative(dist: InstalledDistribution, paths: list[str]) -> list[str]:
+    return [os.path.relpath(p, dist.ref.path) if os.path.isabs(p) else p for p in paths]
+
+
+def test_promotion_facts_come_along_with_a_program_and_equal_their_own_extraction(tmp_path, parsed):
+    from cuaudit.engine import gather
+
+    names = ("import_time", "module_imports", "promotion_source")
+    dist = _installed(tmp_path, NUMERIC)
+    shared = gather([dist], config=Config(cache=False, jobs=1), extractors=names).extraction.facts
+    for path in ("pkg/core.py", "pkg/kernels.py", "pkg/tests/test_core.py"):
+        shared.get((0, path, "import_time"))
+    assert (0, "pkg/core.py", "promotion_source") not in shared.pending  # the program's parse gave it
+    assert (0, "pkg/tests/test_core.py", "promotion_source") in shared.pending  # the rules never read tests
+    keys = [(0, p, "promotion_source") for p in NUMERIC if "/tests/" not in p]  # what the rules read
+    got = {k: shared.get(k) for k in keys}
+    # one parse each (notes.py: none, its text imports no library)
+    assert sorted(_relative(dist, parsed)) == ["pkg/core.py", "pkg/kernels.py", "pkg/tests/test_core.py"]
+    alone = gather([_fresh(dist)], config=Config(cache=False, jobs=1), extractors=names).extraction.facts
+    assert {k: alone.get(k) for k in keys} == got
+    assert got[(0, "pkg/core.py", "promotion_source")].can_cast and got[(0, "pkg/kernels.py", "promotion_source")].fused
+
+
+def test_promotion_facts_extracted_along_in_the_workers_equal_their_own_extraction(tmp_path):
+    from cuaudit.engine import gather
+
+    files = {f"pkg/m{i}.py": f"import numpy as np\nfrom . import m{(i + 1) % 70}\nX{i} = np.uint8({250 + i})\n" for i in range(70)}
+    dist = _installed(tmp_path, {"pkg/__init__.py": "from . import m0\n", **files}, compiled=False)
+    names = ("import_time", "module_imports", "promotion_source")
+    batch = gather([_fresh(dist)], config=Config(cache=False, jobs=2), extractors=names)
+    facts = batch.extraction.facts
+    facts.prefetch([(0, p, "import_time") for p in files])  # one batch in the workers
+    assert batch.extraction.pools_started == 1
+    assert not any(name == "promotion_source" and path in files for _, path, name in facts.pending)
+    alone = gather([_fresh(dist)], config=Config(cache=False, jobs=1), extractors=names).extraction.facts
+    keys = [(0, p, "promotion_source") for p in files]
+    got = {k: facts.get(k) for k in keys}
+    assert got == {k: alone.get(k) for k in keys}
+    assert sum(bool(f.changed) for f in got.values()) == 64  # np.uint8(256) and above overflow
+
+
+def test_an_audit_parses_each_module_once(tmp_path, parsed):
+    dist = _installed(tmp_path, NUMERIC, compiled=True)
+    report = audit([dist], config=Config(cache=False, jobs=1), command="explain")
+    seen = _relative(dist, parsed)
+    assert len(seen) == len(set(seen)) and "pkg/core.py" in seen
+    assert "pkg/notes.py" not in seen  # named numpy, imports nothing: no program read, no promotion parse
+    uncompiled = audit([_installed(tmp_path, NUMERIC, compiled=False, sub="other")], config=Config(cache=False, jobs=1),
+                       command="explain")
+    assert [(f.code, f.location.member, f.message) for f in report.findings] == \
+        [(f.code, f.location.member, f.message.replace(str(tmp_path / "other"), str(tmp_path / "site")))
+         for f in uncompiled.findings]
+
+
+# -- the promotion prefilter is exact ------------------------------------------------------------------
+
+#: every way of importing numpy, cupy or cupyx that binds a name the analysis follows
+IMPORT_SPELLINGS = [
+    "import numpy\n", "import numpy as np\n", "import os, numpy\n", "import os,numpy.linalg as la\n",
+    "import numpy . linalg\n", "import os, \\\n    numpy\n", "import os, \\\r\n    cupy\n", "import\tcupyx\n",
+    "from numpy import uint8\n", "from cupyx.scipy import ndimage\n", "from \\\n numpy import uint8\n",
+    "from numpy . linalg import norm\n", "x = 1; import cupy as cp\n", "if True: from numpy import uint8 as u8\n",
+    "def f():\n    import numpy as np\n    return np\n", "try:\n    import cupy\nexcept ImportError:\n    pass\n",
+]
+#: texts naming a library without importing it, ASCII and without astype: no facts, known unparsed
+NAMING_ONLY = [
+    "# numpy\nX = 1\n", "'''Uses cupy when there is one.'''\n", "import mynumpy\nx = mynumpy.uint8(300)\n",
+    "from mycupy import fuse\n@fuse()\ndef k(x):\n    return x + 1\n", "np = __import__('numpy')\nnp.can_cast(1, np.uint8)\n",
+    "import importlib\nnp = importlib.import_module('numpy')\nnp.uint8(300)\n",
+]
+
+
+@pytest.mark.parametrize("text", IMPORT_SPELLINGS)
+def test_every_import_of_a_library_passes_the_prefilter(text):
+    from cuaudit.facts.promotion import analysed_facts, may_have_facts
+
+    module = python_format.parse_python_text(text)
+    assert module.ok and may_have_facts(text)
+    facts = analysed_facts(module)
+    assert facts.imports_numpy or facts.imports_cupy  # what an import the prefilter missed would lose
+
+
+@pytest.mark.parametrize("text", NAMING_ONLY)
+def test_what_the_prefilter_leaves_out_has_no_facts(text):
+    from cuaudit.facts.promotion import analysed_facts, may_have_facts
+
+    assert not may_have_facts(text)
+    assert analysed_facts(python_format.parse_python_text(text)) == PromotionFacts()
+
+
+def test_astype_and_non_ascii_text_are_analysed_without_an_import():
+    from cuaudit.facts.promotion import analysed_facts, may_have_facts
+
+    # no import: `.astype` alone gives the array a dtype (numpy named in the comment)
+    text = "# numpy\nx = y.astype('uint8')\nz = x + 300\n"
+    assert may_have_facts(text) and analysed_facts(python_format.parse_python_text(text)).changed
+    assert may_have_facts("# numpy\nimport ｎｕｍｐｙ\n")  # NFKC: the parser reads `numpy`
+
+
+def test_the_prefilter_is_exact_on_real_sources(corpus):
+    import zipfile
+
+    from conftest import corpus_file
+    from cuaudit.facts.promotion import analysed_facts, may_have_facts
+    from cuaudit.formats.python import decode_source
+
+    left_out = 0
+    for pattern in ("numpy-2.0.2-*.whl", "cupy_cuda12x-14.2.0-*.whl"):
+        with zipfile.ZipFile(corpus_file(corpus, pattern)) as z:
+            for name in z.namelist():
+                if name.endswith((".py", ".pyi")):
+                    text = decode_source(z.read(name), name)
+                    if ("numpy" in text or "cupy" in text) and not may_have_facts(text):
+                        left_out += 1
+                        module = python_format.parse_python_text(text, name)
+                        assert not module.ok or analysed_facts(module) == PromotionFacts(), name
+    assert left_out > 20  # the narrower test does leave modules unparsed

@@ -412,9 +412,10 @@ class Extraction:
         keys: dict[tuple[int, str, str], str] = {}
         bundles: dict[int, _OpenBundle] = {}
         along = facts_registry.flagged("extracted_along")
-        # an extractor cheap beside the parse comes along with any other on-demand fact of a member
+        # what comes along with another on-demand fact of a member shares its parse (Extractor.extracted_along)
         wanted = list(wanted) + [(i, path, n) for i, path, name in wanted if facts_registry.get(name).parses
-                                 for n in along if n != name and (i, path, n) in pending]
+                                 for n in along if n != name and (i, path, n) in pending
+                                 and facts_registry.get(n).comes_along(pending[(i, path, n)])]
         for key in wanted:
             member = pending.pop(key, None)
             if member is None:

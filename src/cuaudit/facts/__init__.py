@@ -96,6 +96,16 @@ class MemberReader:
 
         return self._format("python", lambda: parse_python(self.read(MAX_SOURCE_BYTES + 1), self.path))
 
+    def python_text(self) -> str:
+        """The text :meth:`python` parses (raising as it raises for what is not text), without a
+        parse: the parsed module's when this pass has one."""
+        from cuaudit.formats.python import MAX_SOURCE_BYTES, decode_python
+
+        done = self.__dict__.get("_formats", {}).get("python")
+        if done is not None and done[0]:
+            return done[1].text
+        return decode_python(self.read(MAX_SOURCE_BYTES + 1), self.path)
+
     def toml(self) -> "TomlDocument":
         """The member as a TOML document (see formats/toml.py)."""
         from cuaudit.formats.toml import MAX_TOML_BYTES, parse_toml
@@ -217,8 +227,9 @@ class Extractor:
     #: problems must be the format check's too (one parse of the member fails alike), so that
     #: leaving a member unread reports the same findings.
     on_demand: ClassVar[bool] = False
-    #: an on-demand extractor that costs little beside the parse it shares (a walk of module-level
-    #: statements): extracted whenever another on-demand fact of its member is, saving a parse later
+    #: an on-demand extractor whose fact is extracted whenever another on-demand fact of its member
+    #: parses it (where :meth:`comes_along` says so), saving a parse later: one that costs little
+    #: beside the parse (a walk of module-level statements), or one a rule reads for every member
     extracted_along: ClassVar[bool] = False
     #: whether extracting always parses the member (False: it may answer from a look at the bytes);
     #: ``extracted_along`` facts come along only with an extractor that parses
@@ -239,6 +250,12 @@ class Extractor:
         """Whether this extractor reads all of ``member`` (or at random): the engine inflates an
         archive member once for several such extractors.  ELF passes that read a prefix, or go
         once front to back through the member's shared image, say False."""
+        return True
+
+    @classmethod
+    def comes_along(cls, member: Member) -> bool:
+        """Whether an ``extracted_along`` fact of this member (an installed distribution's: the
+        members whose on-demand facts wait to be read) comes along with another one's parse."""
         return True
 
     def prepare(self, reader: MemberReader) -> None:

@@ -67,5 +67,6 @@ class SuppressionExtractor(Extractor):
         from cuaudit.facts.format_check import format_of
 
         if format_of(reader.member) == "python":
-            return suppressions_in(reader.python().lines)
+            # decoded as the parse decodes (a coding declaration), split as it splits: no parse needed
+            return parse_suppressions(reader.python_text())
         return parse_suppressions(reader.text())  # CMake, Cython, CUDA: text without a parse of ours

@@ -100,11 +100,16 @@ def line_starts(text: str) -> list[int]:
 _LINE_END = re.compile(r"\r\n|\r|\n")
 
 
-def parse_python(data: bytes, path: str) -> PythonModule:
-    """Decode and parse; raises InputError for what is not Python text at all."""
+def decode_python(data: bytes, path: str) -> str:
+    """The text ``parse_python`` parses: InputError CU004 for a source too large, CU006 for one that is not text."""
     if len(data) > MAX_SOURCE_BYTES:
         raise InputError("CU004", f"{path}: larger than {MAX_SOURCE_BYTES} bytes, not read as Python source")
-    return parse_python_text(decode_source(data, path), path)
+    return decode_source(data, path)
+
+
+def parse_python(data: bytes, path: str) -> PythonModule:
+    """Decode and parse; raises InputError for what is not Python text at all."""
+    return parse_python_text(decode_python(data, path), path)
 
 
 def parse_python_text(text: str, path: str = "<source>") -> PythonModule:
