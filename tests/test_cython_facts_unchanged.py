@@ -12,6 +12,8 @@ A deliberate change of a fact regenerates them:
 from __future__ import annotations
 
 import hashlib
+import random
+import struct
 import sys
 import zipfile
 from pathlib import Path
@@ -94,6 +96,148 @@ def test_extension_modules_give_the_facts_they_always_gave(corpus, pattern):
 
     wheel = corpus_file(corpus, pattern)
     assert wheel_lines(wheel) == golden_path(pattern).read_text(encoding="utf-8")
+
+
+# -- the faster readers against their plain definitions (what the code before the speed work did) ----
+
+
+def _lzss_plain(src: bytes, size: int) -> bytes | None:
+    out = bytearray()
+    pos = 0
+    try:
+        while True:
+            flags = src[pos] | 0xFF00
+            pos += 1
+            while flags & 0x100:
+                if flags & 1:
+                    out.append(src[pos])
+                    pos += 1
+                else:
+                    lo, hi = src[pos], src[pos + 1]
+                    pos += 2
+                    if not lo & 0x80:
+                        back, length = lo, hi
+                    elif not hi & 0x80:
+                        back, length = 0x80 + (((hi << 2) & 0x180) | (lo & 0x7F)), hi & 0x1F
+                    else:
+                        back, length = 0x80 + ((hi & 0x7F) << 7 | (lo & 0x7F)), src[pos]
+                        pos += 1
+                    length += 3
+                    ref = len(out) - back - length
+                    if ref < 0:
+                        return None
+                    for i in range(length):
+                        out.append(out[ref + i])
+                if len(out) >= size:
+                    return bytes(out[:size]) if len(out) == size else None
+                flags >>= 1
+    except IndexError:
+        return None
+
+
+def test_lzss_back_references_copy_what_the_byte_loop_copied():
+    from cuaudit.facts.cython_blob import lzss_decompress
+
+    # three literals, then a copy of the 3 bytes ending 0 bytes before the end: "abcabc"
+    assert lzss_decompress(bytes([0b0111]) + b"abc" + bytes([0, 0]), 6) == b"abcabc"
+    # a copy ending 1 byte before the end; a copy reaching before the start is not LZSS
+    assert lzss_decompress(bytes([0b01111]) + b"abcd" + bytes([1, 0]), 7) == b"abcdabc"
+    assert lzss_decompress(bytes([0b0111]) + b"abc" + bytes([1, 0]), 6) is None
+    rng = random.Random(14)
+    streams = []
+    for _ in range(1500):
+        tokens, made = [], 0  # (literal byte or None, copy bytes), and how long the output is by then
+        for _token in range(rng.randrange(1, 200)):
+            length = rng.randrange(3, 35)
+            if made < length or rng.random() < 0.4:
+                tokens.append((rng.randrange(256), b""))
+                made += 1
+                continue
+            back = rng.randrange(0, made - length + 1)
+            if back < 0x80 and rng.random() < 0.5:
+                lo, hi, more = back, length - 3, b""  # short form
+            elif back - 0x80 < 0x200 and length - 3 < 0x20 and rng.random() < 0.5 and back >= 0x80:
+                b = back - 0x80  # medium form: 9 bits of distance, 5 of length
+                lo, hi, more = 0x80 | (b & 0x7F), ((b >> 2) & 0x60) | (length - 3), b""
+            elif back >= 0x80:
+                b = back - 0x80  # long form: 14 bits of distance, a byte of length
+                lo, hi, more = 0x80 | (b & 0x7F), 0x80 | (b >> 7), bytes([length - 3])
+            else:
+                lo, hi, more = back, length - 3, b""
+            tokens.append((None, bytes([lo, hi]) + more))
+            made += length
+        body = bytearray()
+        for k in range(0, len(tokens), 8):
+            group = tokens[k : k + 8]
+            body.append(sum(1 << bit for bit, (literal, _copy) in enumerate(group) if literal is not None))
+            for literal, copy in group:
+                body += bytes([literal]) if literal is not None else copy
+        data = bytes(body)
+        streams += [(data, made), (data, rng.randrange(1, made + 1)), (data, made + 1),
+                    (data[: rng.randrange(len(data))], made), (bytes([data[0] ^ 0xFF]) + data[1:], made)]
+    assert [lzss_decompress(d, n) for d, n in streams] == [_lzss_plain(d, n) for d, n in streams]
+    assert sum(lzss_decompress(d, n) is not None for d, n in streams) > 1500
+
+
+class _Rodata:
+    def __init__(self, words: list[int]) -> None:
+        self.words = struct.pack(f"<{len(words)}I", *words)
+
+    def section_bytes(self, name: str) -> tuple[int, bytes]:
+        return 0x1000, self.words
+
+
+def _split_plain(ro: bytes, blob: bytes) -> list[bytes] | None:
+    n = len(ro) // 4
+    if n == 0:
+        return None
+    total = len(blob)
+    values = struct.unpack_from(f"<{n}I", ro)
+    first_at, acc, best = {0: 0}, 0, None
+    for i, v in enumerate(values):
+        acc += v
+        j = first_at.get(acc - total)
+        if j is not None and i + 1 - j >= 2:
+            if max(values[j : i + 1]) <= total and (best is None or (i + 1 - j) > best[1] - best[0]):
+                best = (j, i + 1)
+        first_at.setdefault(acc, i + 1)
+    if best is None:
+        return None
+    out, pos = [], 0
+    for length in values[best[0] : best[1]]:
+        out.append(blob[pos : pos + length])
+        pos += length
+    return out
+
+
+def test_the_string_index_is_the_run_the_plain_search_finds():
+    from cuaudit.facts.cython_blob import split_strings
+
+    rng = random.Random(32)
+    for _ in range(800):
+        words = [rng.choice((0, 0, rng.randrange(12), rng.randrange(40), rng.randrange(1 << 32)))
+                 for _word in range(rng.randrange(0, 80))]
+        blob = bytes(rng.randrange(256) for _byte in range(rng.choice((0, 1, 5, 30, 60))))
+        image = _Rodata(words)
+        assert split_strings(image, blob) == _split_plain(image.words, blob), (words, len(blob))
+
+
+def test_whole_c_strings_are_what_the_look_behind_scans_found():
+    import re
+
+    from cuaudit.facts.extension_strings import _DOTTED, identifier_strings, import_evidence
+
+    ident = re.compile(rb"(?<=\x00)[A-Za-z_][A-Za-z0-9_]{1,64}(?=\x00)")
+    whole = re.compile(rb"(?<=\x00)" + _DOTTED.pattern + rb"(?=\x00)")
+    rng = random.Random(65)
+    pieces = [b"", b"a", b"ab", b"cupy.cuda.common", b"x" * 65, b"y" * 66, b"a.b.c.d.e.f.g.h.i", b"a." * 9 + b"z",
+              b"1abc", b"_ok", b"has space", b"pkg.mod\xff", b"m.n", b".lead", b"trail.", b"a..b"]
+    for _ in range(400):
+        data = bytes(rng.choice((0, 0, 32, 46, 65, 95, 97, 122, 200))
+                     for _byte in range(rng.randrange(40))).join(rng.choices(pieces, k=rng.randrange(1, 12)))
+        data = rng.choice((b"", b"\0", b"a.b")) + data + rng.choice((b"", b"\0", b"c.d"))
+        assert identifier_strings(data) == tuple(sorted({m.group().decode() for m in ident.finditer(data)}))
+        assert import_evidence(data, []) == tuple(sorted({m.group().decode() for m in whole.finditer(data)}))
 
 
 if __name__ == "__main__":  # regenerate the goldens (a deliberate change of the facts)
