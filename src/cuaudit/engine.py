@@ -837,11 +837,16 @@ def audit(
     if command in SNAPSHOT_COMMANDS and snapshot.usable(config, codes, names):
         named = [a.ref for a in artifacts if a.ref.kind is not ArtifactKind.INSTALLED]
         slot = snapshot.slot_key(config, environment, codes, names, command, named)
-        content = snapshot.content_identity(artifacts, snapshot.code_identity(), _list_safely)
+        own_code = snapshot.code_identity()
         extraction = Extraction(config, None)
         evidence_inputs = EvidenceInputs(config, environment, extraction)
-        hit = snapshot.load(extraction.store, slot, content)
-        if hit is not None and len(hit.skipped) == len(artifacts) and evidence_inputs.still_answers(hit.evidence):
+        hit = snapshot.load(extraction.store, slot)
+        # the last run's hints (RECORDs already read) make the content key; its content is then compared
+        hints = hit.hints if hit is not None and hit.code == own_code else {}
+        new_hints: dict[ArtifactRef, Any] = {}
+        content = snapshot.content_identity(artifacts, own_code, _list_safely, hints, new_hints)
+        if hit is not None and hit.content == content and len(hit.skipped) == len(artifacts) \
+                and evidence_inputs.still_answers(hit.evidence):
             extraction.store.close()
             for art, skipped in zip(artifacts, hit.skipped):
                 art.skipped = list(skipped)
@@ -889,6 +894,7 @@ def audit(
                  "facts_extracted": 0, "evidence_facts_extracted": 0,
                  "facts_cached": stats["facts_cached"] + stats["facts_extracted"],
                  "evidence_facts_cached": stats["evidence_facts_cached"] + stats["evidence_facts_extracted"]},
+                own_code, new_hints,
             ))
         extraction.close()
     finally:
