@@ -154,7 +154,8 @@ class _Image:
             _addr, data = self.section_bytes(rel)
             flat = struct.unpack_from(f"<{len(data) // 24 * 3}Q", data)
             infos = flat[1::3]
-            for r_offset, r_info in compress(zip(flat[0::3], infos), map(symbols.__contains__, map((32).__rrshift__, infos))):
+            wanted_rows = map(symbols.__contains__, map((32).__rrshift__, infos))  # r_info >> 32: the symbol
+            for r_offset, r_info in compress(zip(flat[0::3], infos), wanted_rows):
                 if r_info & 0xFFFFFFFF in (6, 7):  # GLOB_DAT, JUMP_SLOT
                     slots[r_offset] = names[r_info >> 32]
         out: dict[str, tuple[set[int], set[int]]] = {n: (set(), set()) for n in wanted}

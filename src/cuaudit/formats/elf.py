@@ -820,7 +820,8 @@ class ElfImage:
             strings = self.section_bytes(secs[s.link]) if s.link < len(secs) else b""
             data = self.section_bytes(s)
             step = self.layout.sym.size
-            offsets = [o for (o,) in struct.iter_unpack(self.layout.e + "I" + "x" * (step - 4), data[: len(data) - len(data) % step])]
+            rows = struct.iter_unpack(self.layout.e + "I" + "x" * (step - 4), data[: len(data) - len(data) % step])
+            offsets = [st_name for (st_name,) in rows]
             out = self._names(offsets, strings, ".dynstr")
         self._cache["dynsym_names"] = out
         return out
