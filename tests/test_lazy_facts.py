@@ -171,3 +171,89 @@ def test_a_program_decodes_its_function_bodies_only_when_they_are_read():
     assert back == prog and repr(back) == repr(prog)
     again = pickle.loads(pickle.dumps(pickle.loads(pickle.dumps(prog)), protocol=pickle.HIGHEST_PROTOCOL))
     assert again.functions == prog.functions  # re-pickled before its bodies were read: the same bodies
+
+
+@dataclasses.dataclass(frozen=True)
+class _Program:
+    """A fact that can be watched (a weakref) once decoded."""
+
+    names: tuple[str, ...]
+
+
+def test_released_facts_are_let_go_and_decoded_again_when_read():
+    import weakref
+
+    facts = Facts()
+    facts.keeps_pickles = True  # the open bundles hold the pickles (a cache): releasing costs nothing
+    key = (0, "pkg/mod.py", "import_time")
+    facts[key] = Pickled(pickle.dumps(_Program(("os",))))
+    first = facts.get(key)
+    watched = weakref.ref(first)
+    assert facts.get(key) is first  # decoded once while it is held
+    del first
+    facts.release(["python_source"])
+    assert watched() is not None  # another extractor's release keeps it
+    facts.release(["import_time"])
+    assert watched() is None  # no reader holds it: freed, not kept by the facts
+    again = facts.get(key)
+    assert again == _Program(("os",)) and type(dict.get(facts, key)) is _Program
+
+
+def test_without_pickles_kept_release_keeps_the_decoded_fact():
+    facts = Facts()  # --no-cache: no bundle holds the pickle, releasing would cost a copy
+    key = (0, "pkg/mod.py", "import_time")
+    facts[key] = Pickled(pickle.dumps(_Program(("os",))))
+    first = facts.get(key)
+    facts.release(["import_time"])
+    assert dict.get(facts, key) is first
+
+
+class _Model:
+    def __init__(self) -> None:
+        self.parts = [self]  # a cycle: refcounting alone never frees it
+        self.released = False
+
+    def release(self) -> None:
+        self.released = True
+        self.parts.clear()
+
+
+def test_rule_context_releases_a_family_s_models_once_it_has_run():
+    import weakref
+
+    from cuaudit.context import RuleContext
+
+    ctx = RuleContext(Config(), [], Facts(), None, [])
+    ctx.family = "rules.a"
+    model = ctx.memo("a.model", _Model)
+    other_family = ctx.memo("a.shared", dict)
+    ctx.family = "rules.b"
+    kept = ctx.memo("b.model", _Model)
+    watched = weakref.ref(model)
+    ctx.release("rules.a", [])
+    assert model.released and not kept.released
+    gc.disable()
+    try:
+        del model, other_family
+        assert watched() is None  # freed by refcounting, its cycle broken by release()
+    finally:
+        gc.enable()
+    assert ctx.memo("b.model", _Model) is kept
+    assert ctx.memo("a.model", _Model) is not None  # asked again after release: computed again, never stale
+
+
+def test_module_universe_release_breaks_its_cycles():
+    import weakref
+
+    from cuaudit.analysis.module_tree import ModuleUniverse
+
+    uni = ModuleUniverse()
+    model = weakref.ref(uni.model)
+    watched = weakref.ref(uni)
+    uni.release()
+    gc.disable()  # freed by refcounting alone, as in an audit (what it holds is frozen: heap.py)
+    try:
+        del uni
+        assert watched() is None and model() is None
+    finally:
+        gc.enable()

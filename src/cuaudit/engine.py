@@ -220,6 +220,10 @@ class Facts(dict):
         #: the chunk that holds one, and what else is back; ``settle(None)`` all of them)
         self.inflight: set[tuple[int, str, str]] = set()
         self.settle: Callable[[tuple[int, str, str] | None], None] | None = None
+        #: whether a decoded fact keeps its pickle, for :meth:`release` (the engine sets it where
+        #: the open bundles hold those pickles anyway: they cost nothing more here)
+        self.keeps_pickles = False
+        self._pickles: dict[tuple[int, str, str], Pickled] = {}
 
     def get(self, key: Any, default: Any = None) -> Any:
         value = dict.get(self, key, _ABSENT)
@@ -238,10 +242,21 @@ class Facts(dict):
 
             # decoded facts live on (see heap.gc_paused): 12,029 programs decoded with the
             # collector on cost 19 s of a profiled cached run on the accuracy-venv
+            pickled = value
             with gc_paused():
                 value = pickle.loads(value)
             self[key] = value
+            if self.keeps_pickles:
+                self._pickles[key] = pickled
         return value
+
+    def release(self, extractors: Iterable[str]) -> None:
+        """Hold the decoded facts of ``extractors`` as their pickles again (see :attr:`keeps_pickles`):
+        what no reader keeps is freed; a later read decodes it again."""
+        names = set(extractors)
+        for key, pickled in self._pickles.items():
+            if key[2] in names:
+                dict.__setitem__(self, key, pickled)
 
     def may_have(self, key: Any) -> bool:
         """Whether :meth:`get` may give a fact, extracting and decoding nothing (True for a pending one)."""
@@ -1093,13 +1108,19 @@ def audit(
         ctx = RuleContext(config, artifacts, extraction.facts, environment, probes,
                           evidence=evidence_inputs, probe=Prober(config, probes))
         findings: list[Finding] = list(gathered.problems)
+        # once a family's rules have run, its models and the facts no later rule needs are let go
+        last_of = {type(rule).__module__: k for k, rule in enumerate(runnable)}
+        needed_after = [set(n for later in runnable[k + 1:] for n in later.needs) for k in range(len(runnable))]
+        extraction.facts.keeps_pickles = extraction.store.keeps
         with fewer_full_collections():  # the rules' models are large too (evidence parsed on demand)
             for rule in runnable:
+                ctx.family = type(rule).__module__
                 try:
                     rule.ahead(ctx)
                 except Exception:  # noqa: BLE001 - naming facts ahead only saves time: check() says what fails
                     pass
-            for rule in runnable:
+            for k, rule in enumerate(runnable):
+                ctx.family = type(rule).__module__
                 try:
                     findings += list(rule.check(ctx))
                 except Exception as exc:  # noqa: BLE001 - one broken rule must not hide the others
@@ -1110,6 +1131,8 @@ def audit(
                             Location(ref), f"rule {rule.code} failed: {message}", evidence={**evidence, "rule": rule.code}, key=rule.code
                         )
                     )
+                if last_of[ctx.family] == k:
+                    ctx.release(ctx.family, names - needed_after[k])
         # problems met extracting what the rules read on demand (the format check's own, as a rule)
         findings += extraction.problems[gathered.reported:]
         stats = audit_stats(gathered, started)

@@ -278,6 +278,13 @@ class ModuleUniverse:
         self.model = ImportTimeModel(self, self.program)
 
     # -- building ------------------------------------------------------------------------
+    def release(self) -> None:
+        """Let go of everything, for good: the universe and its import-time model refer to each other
+        (with the entries' loaders and the programs read), and what an audit holds is frozen out of
+        the cyclic collector (heap.py), so nothing of it was freed before the process ended."""
+        vars(self.model).clear()
+        vars(self).clear()
+
     def add_artifact(self, artifact, facts_for: Callable[[object, str, str], object | None]) -> dict[str, ModuleEntry]:
         """Add an artifact's modules; ``facts_for(artifact, member, extractor)`` gives their facts."""
         mods = artifact_modules(artifact, artifact.members)

@@ -42,6 +42,10 @@ class _Model:
     modules: dict[int, dict[str, Any]]  # artifact index -> its modules
     names: dict[int, dict[str, str]]  # artifact index -> member path -> module name
 
+    def release(self) -> None:
+        """Called by the rule context once every CU1xx rule has run (``RuleContext.release``)."""
+        self.universe.release()
+
 
 def _model(ctx) -> _Model:
     def build() -> _Model:
