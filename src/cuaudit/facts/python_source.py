@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping
 
 from cuaudit.facts import CompactState, Extractor, MemberReader, compact
-from cuaudit.formats.python import BACKWARD_FIELDS, LEAVES, PythonModule, parse_python_text, preorder, walk
+from cuaudit.formats.python import LEAVES, PUSH_CHILDREN, PythonModule, parse_python_text, preorder, walk
 from cuaudit.model import Member, MemberKind
 
 # -- the facts -------------------------------------------------------------------
@@ -230,10 +230,21 @@ _CATCH_ALL = ("AttributeError",)
 #: the node types `_walk_nested` treats on their own; every other node only passes the walk on
 _NESTED_SPECIAL = frozenset({
     ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Import, ast.ImportFrom, ast.If,
-    ast.AnnAssign, ast.Try, getattr(ast, "TryStar", ast.Try), ast.Call, ast.Attribute,
+    ast.AnnAssign, ast.Try, getattr(ast, "TryStar", ast.Try), ast.Call, ast.Attribute, ast.Global,
 })
+#: the fields of the nodes that store names (``Name`` in a ``Store`` context, in tuples, lists
+#: and starred targets): the only places a function's locals come from
+_STORE_FIELDS: Mapping[type, tuple[str, ...]] = {
+    ast.Assign: ("targets",), ast.AugAssign: ("target",), ast.AnnAssign: ("target",), ast.For: ("target",),
+    ast.AsyncFor: ("target",), ast.comprehension: ("target",), ast.NamedExpr: ("target",),
+    ast.withitem: ("optional_vars",),
+}
 _TRY_STAR = getattr(ast, "TryStar", ast.Try)
 _NAMES_AND_GLOBALS = frozenset({ast.Name, ast.Global})
+#: `_walk_nested` steps on `global` statements (a function's locals leave their names out)
+_NESTED_LEAVES = LEAVES - {ast.Global}
+#: what a def or lambda evaluates where it is defined, besides its decorators
+_SIGNATURE_FIELDS = ("args", "returns", "type_params")
 #: where ``_walk_nested`` is: (scope, enclosing functions, guard, caught, inside a def or class)
 _Context = tuple[str, tuple[ast.AST, ...], Any, tuple[str, ...], bool]
 _IN_PACKAGE_TESTS = re.compile(r"[^/]+/(tests|test)/")
@@ -386,6 +397,10 @@ class _Visitor:
         #: attribute chains as ``_walk_nested`` finds them: (root, attrs, node, scope, functions, guard, caught)
         self.found_chains: list[tuple[str, tuple[str, ...], ast.AST, str, tuple[ast.AST, ...], Any, tuple[str, ...]]] = []
         self.locals_of: dict[ast.AST, frozenset[str]] = {}
+        #: per function (def or lambda): the names stored and declared global anywhere in its
+        #: body, nested scopes included, as ``_walk_nested`` passes them
+        self.stored: dict[ast.AST, set[str]] = {}
+        self.globals_of: dict[ast.AST, set[str]] = {}
         self.tables: dict[str, tuple[str, ...]] = {}
         self.dynamic: list[tuple[int, str]] = []
         self.dynamic_imports: list[str] = []
@@ -654,27 +669,48 @@ class _Visitor:
         enclosing functions, guard, caught, in a def) holds for the nodes popped after it, until
         the next one (a recursive call per node was most of this pass).  A chain is kept as it
         is found and made a fact at the end, once the imports say whether its root can reach a
-        module at all (nine chains in ten are ``self.x.y``): only then are its columns counted
-        and the locals of its functions gathered.
+        module at all (nine chains in ten are ``self.x.y``): only then are its columns counted.
+        The same walk notes, for each enclosing function, the names stored and declared
+        ``global`` in its body (what ``_own_locals`` is made of): a walk of every function body
+        of its own for them cost a third of this pass.  The parts of a function body this walk
+        does not enter (annotations, defaults, ``if TYPE_CHECKING:`` bodies, ``except`` types,
+        a nested class's keywords) are walked for those names alone.
         """
         ctx: _Context = ("module", (), None, (), False)
         scope, functions, guard, caught, in_def = ctx
         stack: list[ast.AST | _Context] = list(roots)[::-1]
         pop, push, extend, found = stack.pop, stack.append, stack.extend, self.found_chains.append
-        special, leaves, fields_of, node_type = _NESTED_SPECIAL, LEAVES, BACKWARD_FIELDS, ast.AST
+        special, leaves, pushers = _NESTED_SPECIAL, _NESTED_LEAVES, PUSH_CHILDREN
+        store_fields, stored, name_type = _STORE_FIELDS, self.stored, ast.Name
         future_annotations = self.future_annotations
+        unwalked = self._stores_in
         while stack:
             node = pop()
             t = type(node)
+            if t in leaves:  # names and constants, most of a tree: nothing below them
+                continue
             if t is tuple:
                 ctx = node  # type: ignore[assignment]
                 scope, functions, guard, caught, in_def = ctx
                 continue
+            if functions and t in store_fields:
+                for field in store_fields[t]:
+                    value = getattr(node, field)
+                    for target in value if type(value) is list else (value,):
+                        if type(target) is name_type:
+                            for f in functions:
+                                stored[f].add(target.id)
+                        elif target is not None:
+                            for f in functions:
+                                stored[f].update(_target_names(target))
             if t in special:
                 if t is ast.FunctionDef or t is ast.AsyncFunctionDef or t is ast.Lambda:
                     name = getattr(node, "name", "<lambda>")
                     inner = f"{name}" if scope == "module" else f"{scope}.{name}"
                     body = node.body if isinstance(node.body, list) else [node.body]
+                    stored[node], self.globals_of[node] = set(), set()
+                    if functions:  # defaults and annotations are evaluated in the enclosing function
+                        unwalked([v for f in _SIGNATURE_FIELDS if (v := getattr(node, f, None)) is not None], functions)
                     push(ctx)  # after the body
                     extend(body[::-1])
                     push((inner, functions + (node,), guard, caught, True))
@@ -682,6 +718,8 @@ class _Visitor:
                     continue
                 if t is ast.ClassDef:
                     inner = node.name if scope == "module" else f"{scope}.{node.name}"
+                    if functions and node.keywords:
+                        unwalked(node.keywords, functions)
                     push(ctx)
                     extend(node.body[::-1])
                     push((inner, functions, guard, caught, True))
@@ -692,6 +730,8 @@ class _Visitor:
                         self._record_import(node, scope, True, False, caught)
                     continue
                 if t is ast.If and _is_type_checking(node.test):
+                    if functions:
+                        unwalked([node.test, *node.body], functions)
                     extend(node.orelse[::-1])  # the body never runs
                     continue
                 if t is ast.AnnAssign:
@@ -700,11 +740,15 @@ class _Visitor:
                     parts = [node.target] + ([node.value] if node.value is not None else [])
                     if not future_annotations and not in_def:
                         parts.append(node.annotation)
+                    elif functions:
+                        unwalked([node.annotation], functions)
                     extend(parts[::-1])
                     continue
                 if t is ast.Try or t is _TRY_STAR:
                     names = tuple(n for h in node.handlers for n in _exc_names(h))
                     body_guard = ("except", node.lineno, names) if any(n in _CATCH_ALL for n in names) else guard
+                    if functions:
+                        unwalked([h.type for h in node.handlers if h.type is not None], functions)
                     extend((node.orelse + node.finalbody)[::-1])
                     for h in reversed(node.handlers):
                         extend(h.body[::-1])
@@ -726,6 +770,8 @@ class _Visitor:
                             root, attrs = root_attrs
                             kind = "hasattr" if node.func.id == "hasattr" else "getattr-default"
                             found((root, attrs + (args[1].value,), node, scope, functions, (kind, node.lineno, ()), caught))
+                            if functions and node.keywords:
+                                unwalked(node.keywords, functions)
                             extend(args[2:][::-1])
                             continue
                 if t is ast.Attribute:
@@ -733,24 +779,40 @@ class _Visitor:
                     if chain is not None:
                         found((chain[0], chain[1], node, scope, functions, guard, caught))
                         continue
-            # most nodes: nothing of their own, only children (names and constants have none)
-            for field, mixed in fields_of[t]:
-                value = getattr(node, field, None)
-                if type(value) is list:
-                    extend([v for v in reversed(value) if type(v) not in leaves and isinstance(v, node_type)] if mixed
-                           else [v for v in reversed(value) if type(v) not in leaves])
-                elif value is not None and type(value) not in leaves and isinstance(value, node_type):
-                    push(value)
+                if t is ast.Global:
+                    for f in functions:
+                        self.globals_of[f].update(node.names)
+                    continue
+            # most nodes: nothing of their own, only children
+            pushers[t](node, extend, push)
+
+    def _stores_in(self, nodes: list[ast.AST], functions: tuple[ast.AST, ...]) -> None:
+        """Note the names stored and declared global in ``nodes`` (parts of the body of each of
+        ``functions`` that ``_walk_nested`` does not enter)."""
+        for n in preorder(nodes, _NAMES_AND_GLOBALS):
+            if type(n) is ast.Name:
+                if type(n.ctx) is ast.Store:
+                    for f in functions:
+                        self.stored[f].add(n.id)
+            else:
+                for f in functions:
+                    self.globals_of[f].update(n.names)
 
     def _chains(self, roots: set[str]) -> tuple[AttributeChain, ...]:
         """The chains found whose root is one of ``roots``, as facts, in the order found."""
         col = self._col
+        own_locals = self._own_locals
         out = []
         for root, attrs, node, scope, functions, guard, caught in self.found_chains:
             if root not in roots:
                 continue
             g, gl, _ = guard if guard else ("", 0, ())
             end_line = getattr(node, "end_lineno", None) or node.lineno
+            shadowed = False
+            for f in functions:
+                if root in own_locals(f):
+                    shadowed = True
+                    break
             out.append(AttributeChain(
                 root=root,
                 attrs=attrs,
@@ -759,7 +821,7 @@ class _Visitor:
                 end_line=end_line,
                 end_column=col(end_line, getattr(node, "end_col_offset", 0) or 0),
                 scope=scope,
-                shadowed=any(root in self._own_locals(f) for f in functions),
+                shadowed=shadowed,
                 guard=g,
                 guard_line=gl,
                 caught=tuple(caught),
@@ -768,7 +830,7 @@ class _Visitor:
 
     def _own_locals(self, func: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> frozenset[str]:
         """A function's parameters and the names stored anywhere in its body (nested scopes
-        included), less its ``global``/``nonlocal`` names; once per function, when first asked."""
+        included), less its ``global`` names; once per function, when first asked."""
         known = self.locals_of.get(func)
         if known is not None:
             return known
@@ -778,15 +840,8 @@ class _Visitor:
             assigned.add(args.vararg.arg)
         if args.kwarg:
             assigned.add(args.kwarg.arg)
-        body = func.body if isinstance(func.body, list) else [func.body]
-        globals_: set[str] = set()
-        for n in preorder(body, _NAMES_AND_GLOBALS):
-            if type(n) is ast.Name:
-                if type(n.ctx) is ast.Store:
-                    assigned.add(n.id)
-            else:
-                globals_.update(n.names)
-        known = self.locals_of[func] = frozenset(assigned - globals_)
+        assigned |= self.stored[func]
+        known = self.locals_of[func] = frozenset(assigned - self.globals_of[func])
         return known
 
     # -- __getattr__ -----------------------------------------------------------------------
