@@ -227,11 +227,6 @@ def python_source_facts(module: PythonModule) -> PythonSourceFacts:
 #: a try whose handlers name AttributeError is an attribute check (the seed's snippet); a
 #: broad `except Exception` is error handling, and its accesses stay ordinary CU104 material
 _CATCH_ALL = ("AttributeError",)
-#: the node types `_walk_nested` treats on their own; every other node only passes the walk on
-_NESTED_SPECIAL = frozenset({
-    ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Import, ast.ImportFrom, ast.If,
-    ast.AnnAssign, ast.Try, getattr(ast, "TryStar", ast.Try), ast.Call, ast.Attribute, ast.Global,
-})
 #: the fields of the nodes that store names (``Name`` in a ``Store`` context, in tuples, lists
 #: and starred targets): the only places a function's locals come from
 _STORE_FIELDS: Mapping[type, tuple[str, ...]] = {
@@ -239,7 +234,14 @@ _STORE_FIELDS: Mapping[type, tuple[str, ...]] = {
     ast.AsyncFor: ("target",), ast.comprehension: ("target",), ast.NamedExpr: ("target",),
     ast.withitem: ("optional_vars",),
 }
+#: the node types `_walk_nested` treats on their own; every other node only passes the walk on
+_NESTED_SPECIAL = frozenset({
+    ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Import, ast.ImportFrom, ast.If,
+    ast.AnnAssign, ast.Try, getattr(ast, "TryStar", ast.Try), ast.Call, ast.Attribute, ast.Global, *_STORE_FIELDS,
+})
 _TRY_STAR = getattr(ast, "TryStar", ast.Try)
+#: the names of the calls `_Visitor._dynamic_value` records
+_DYNAMIC_CALLS = ("exec", "update", "setattr", "import_module", "__import__")
 _NAMES_AND_GLOBALS = frozenset({ast.Name, ast.Global})
 #: `_walk_nested` steps on `global` statements (a function's locals leave their names out)
 _NESTED_LEAVES = LEAVES - {ast.Global}
@@ -390,6 +392,11 @@ def _chain(node: ast.Attribute) -> tuple[str, tuple[str, ...]] | None:
 class _Visitor:
     def __init__(self, module: PythonModule) -> None:
         self.lines = module.lines
+        # Exact prefilters of two walks of every module-level statement: a `:=` is in the text of
+        # any walrus; the names `_dynamic_value` looks for are in the text of any call of them
+        # (an ASCII text: no other spelling normalizes to them)
+        self.has_walrus = ":=" in module.text
+        self.dynamic_calls_possible = not module.text.isascii() or any(word in module.text for word in _DYNAMIC_CALLS)
         #: ast columns are UTF-8 byte offsets; Locations and Edits count characters (1-based)
         self._col = module.column
         self.bindings: list[Binding] = []
@@ -578,7 +585,9 @@ class _Visitor:
                     for name in _target_names(t):
                         self.deleted.append((name, line))
             # walrus targets at module level
-            for sub in walk(node) if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.Try, ast.For, ast.While, ast.With)) else ():
+            if not self.has_walrus or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.Try, ast.For, ast.While, ast.With)):
+                continue
+            for sub in walk(node):
                 if isinstance(sub, ast.NamedExpr) and isinstance(sub.target, ast.Name):
                     self._bind(sub.target.id, "assign", line, True)
 
@@ -605,6 +614,8 @@ class _Visitor:
                 self.dynamic.append((line, "__dict__ assignment"))
 
     def _dynamic_value(self, value: ast.AST, line: int) -> None:
+        if not self.dynamic_calls_possible:
+            return
         for sub in walk(value):
             if not isinstance(sub, ast.Call):
                 continue
@@ -681,7 +692,7 @@ class _Visitor:
         stack: list[ast.AST | _Context] = list(roots)[::-1]
         pop, push, extend, found = stack.pop, stack.append, stack.extend, self.found_chains.append
         special, leaves, pushers = _NESTED_SPECIAL, _NESTED_LEAVES, PUSH_CHILDREN
-        store_fields, stored, name_type = _STORE_FIELDS, self.stored, ast.Name
+        store_fields, stored, name_type, attribute_type = _STORE_FIELDS, self.stored, ast.Name, ast.Attribute
         future_annotations = self.future_annotations
         unwalked = self._stores_in
         while stack:
@@ -693,17 +704,55 @@ class _Visitor:
                 ctx = node  # type: ignore[assignment]
                 scope, functions, guard, caught, in_def = ctx
                 continue
-            if functions and t in store_fields:
-                for field in store_fields[t]:
-                    value = getattr(node, field)
-                    for target in value if type(value) is list else (value,):
-                        if type(target) is name_type:
-                            for f in functions:
-                                stored[f].add(target.id)
-                        elif target is not None:
-                            for f in functions:
-                                stored[f].update(_target_names(target))
             if t in special:
+                if t in store_fields:
+                    if functions:
+                        for field in store_fields[t]:
+                            value = getattr(node, field)
+                            for target in value if type(value) is list else (value,):
+                                if type(target) is name_type:
+                                    for f in functions:
+                                        stored[f].add(target.id)
+                                elif target is not None:
+                                    for f in functions:
+                                        stored[f].update(_target_names(target))
+                    if t is not ast.AnnAssign:
+                        pushers[t](node, extend, push)
+                        continue
+                # the most frequent first
+                if t is attribute_type:  # the chain `root.a.b` (the inner attributes not walked again)
+                    attrs_rev = [node.attr]
+                    cur = node.value
+                    while type(cur) is attribute_type:
+                        attrs_rev.append(cur.attr)
+                        cur = cur.value
+                    if type(cur) is name_type:
+                        found((cur.id, tuple(attrs_rev[::-1]), node, scope, functions, guard, caught))
+                        continue
+                    pushers[t](node, extend, push)
+                    continue
+                if t is ast.Call:
+                    func = node.func
+                    if type(func) is not name_type or func.id not in ("hasattr", "getattr"):
+                        pushers[t](node, extend, push)
+                        continue
+                    args = node.args
+                    if (
+                        len(args) >= 2
+                        and isinstance(args[1], ast.Constant)
+                        and isinstance(args[1].value, str)
+                        and (node.func.id == "hasattr" or len(args) >= 3)
+                    ):
+                        base = args[0]
+                        root_attrs = _chain(base) if isinstance(base, ast.Attribute) else ((base.id, ()) if isinstance(base, ast.Name) else None)
+                        if root_attrs is not None and args[1].value.isidentifier():
+                            root, attrs = root_attrs
+                            kind = "hasattr" if node.func.id == "hasattr" else "getattr-default"
+                            found((root, attrs + (args[1].value,), node, scope, functions, (kind, node.lineno, ()), caught))
+                            if functions and node.keywords:
+                                unwalked(node.keywords, functions)
+                            extend(args[2:][::-1])
+                            continue
                 if t is ast.FunctionDef or t is ast.AsyncFunctionDef or t is ast.Lambda:
                     name = getattr(node, "name", "<lambda>")
                     inner = f"{name}" if scope == "module" else f"{scope}.{name}"
@@ -756,29 +805,6 @@ class _Visitor:
                     extend(node.body[::-1])
                     push((scope, functions, body_guard, caught + names, in_def))
                     continue
-                if t is ast.Call and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr"):
-                    args = node.args
-                    if (
-                        len(args) >= 2
-                        and isinstance(args[1], ast.Constant)
-                        and isinstance(args[1].value, str)
-                        and (node.func.id == "hasattr" or len(args) >= 3)
-                    ):
-                        base = args[0]
-                        root_attrs = _chain(base) if isinstance(base, ast.Attribute) else ((base.id, ()) if isinstance(base, ast.Name) else None)
-                        if root_attrs is not None and args[1].value.isidentifier():
-                            root, attrs = root_attrs
-                            kind = "hasattr" if node.func.id == "hasattr" else "getattr-default"
-                            found((root, attrs + (args[1].value,), node, scope, functions, (kind, node.lineno, ()), caught))
-                            if functions and node.keywords:
-                                unwalked(node.keywords, functions)
-                            extend(args[2:][::-1])
-                            continue
-                if t is ast.Attribute:
-                    chain = _chain(node)
-                    if chain is not None:
-                        found((chain[0], chain[1], node, scope, functions, guard, caught))
-                        continue
                 if t is ast.Global:
                     for f in functions:
                         self.globals_of[f].update(node.names)
