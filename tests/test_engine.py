@@ -326,6 +326,22 @@ def test_fingerprint_ignores_versions_and_vendored_hashes():
     assert finding("cupy", "1", "cupy/a.so").fingerprint() != finding("cupy", "1", "cupy/b.so").fingerprint()
 
 
+@pytest.mark.parametrize("path", [
+    "Foo_Bar-1.0.dist-info/RECORD", "x-2.data/scripts/y", "old-0.1.egg-info/PKG-INFO", "z-1-py3.egg-info",
+    "lib/libgomp-a34b3233.so.1", "a/libx-0123abcd.so", "lib/liby-0123abcd.dylib", "bin/z-0123abcd.dll",
+    "pkg/mod.py", "pkg/info.txt", "pkg/_ext.cpython-311-x86_64-linux-gnu.so", "",
+])
+def test_stable_member_skips_the_patterns_only_where_neither_can_match(path):
+    """The cheap test before the two patterns (a report fingerprints thousands of members) never
+    keeps them from a path they change: the same as applying both to every path."""
+    from cuaudit.model import _META_DIR, _VENDORED_HASH, _stable_member, canonical_name
+
+    both = _VENDORED_HASH.sub("", _META_DIR.sub(lambda m: f"{m.group(1)}{canonical_name(m.group(2))}.{m.group(3)}", path))
+    assert _stable_member(path) == both
+    if "-" in path and not path.endswith(".py") and path and "info.txt" not in path and "cpython" not in path:
+        assert both != path  # each of these is one the patterns change
+
+
 # -- the library API ---------------------------------------------------------------------------------------------
 
 

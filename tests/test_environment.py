@@ -318,3 +318,99 @@ def test_pythonpath_is_searched_but_nothing_on_it_runs(venv, tmp_path, monkeypat
     assert "ppdist" in {d.ref.name for d in env.distributions}
     assert env.info.sys_path[0] == str(shadow)
     assert not marker.exists()
+
+
+def _csv_first_fields(data: bytes) -> list[str]:
+    """What csv.reader takes from a RECORD: the reference for the unquoted fast path."""
+    import csv
+    import io
+
+    text = data.decode("utf-8", "surrogateescape")
+    return [row[0] for row in csv.reader(io.StringIO(text, newline="")) if row and row[0]]
+
+
+@pytest.mark.parametrize("data", [
+    b"a/b.py,sha256=x,12\r\nc.py,,\rd.py\n\n,e.py,,\n  f.py ,,\nlast.py",  # every line end; blank lines; no final end
+    b'"q,1.py",sha256=x,1\n"a ""b"".py",,\nplain.py,,\n',  # quoted fields: csv reads them
+    b"caf\xc3\xa9.py,,\nbad\xff.py,,\n",  # not UTF-8: surrogate escapes, kept as data
+    b"x" * 200_000 + b",,\nok.py,,\n",  # a field over csv's limit: csv's error, as before
+    b"nul\x00.py,,\n",  # a NUL: csv's answer (an error before Python 3.11, kept as data since)
+])
+def test_record_read_without_csv_reads_what_csv_reads(tmp_path, data):
+    from cuaudit.inputs.environment import _read_record
+
+    (tmp_path / "RECORD").write_bytes(data)
+    try:
+        expected: list[str] | type[Exception] = _csv_first_fields(data)
+    except Exception as exc:  # noqa: BLE001 - the error csv raises is the answer too
+        expected = type(exc)
+    if isinstance(expected, list):
+        assert _read_record(str(tmp_path / "RECORD")) == expected
+    else:
+        with pytest.raises(expected):
+            _read_record(str(tmp_path / "RECORD"))
+
+
+def test_record_read_without_csv_reads_what_csv_reads_on_any_text(tmp_path):
+    hypothesis = pytest.importorskip("hypothesis")
+    from hypothesis import given, settings, strategies as st
+
+    from cuaudit.inputs.environment import _read_record
+
+    path = tmp_path / "RECORD"
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(st.sampled_from([b"a", b"/", b",", b"\r", b"\n", b" ", b"\xc3\xa9", b"\xff", b"\x00", b'"']),
+                    max_size=40).map(b"".join))
+    def same(data: bytes) -> None:
+        path.write_bytes(data)
+        try:
+            expected = _csv_first_fields(data)
+        except Exception:  # noqa: BLE001 - csv refuses it (a NUL before 3.11): so does _read_record
+            with pytest.raises(Exception):
+                _read_record(str(path))
+            return
+        assert _read_record(str(path)) == expected
+
+    assert hypothesis
+    same()
+
+
+def test_metadata_headers_longer_than_the_first_read_are_read_on(tmp_path):
+    """Name and Version are read from the header block alone; a block past the first 8 KB is read on."""
+    from cuaudit.inputs.environment import _name_version
+
+    meta = tmp_path / "late-1.0.dist-info"
+    meta.mkdir()
+    classifiers = "".join(f"Classifier: Topic :: {i}\n" for i in range(600))
+    (meta / "METADATA").write_text(f"Metadata-Version: 2.1\n{classifiers}Name: late\nVersion: 3.2\n\nName: not-this\n"
+                                   + "description\n" * 5000)
+    assert len(classifiers) > 8 * 1024
+    assert _name_version(str(meta)) == ("late", "3.2")
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: early\n\nVersion: 9 (in the description)\n" + "x" * 20000)
+    assert _name_version(str(meta)) == ("early", "")
+
+
+def test_metadata_folders_are_found_as_importlib_metadata_finds_them(tmp_path):
+    """find_distributions lists the paths itself (importlib.metadata costs 16 ms of start-up to import):
+    the same folders in the same order (the first of each name wins), zips left to importlib.metadata."""
+    import zipfile
+    from importlib import metadata
+
+    from cuaudit.inputs.environment import _metadata_dirs
+
+    site = make_tree(tmp_path / "site", {
+        "Foo_Bar-1.0.dist-info/METADATA": "Name: Foo_Bar\n", "foo.bar-2.0.dist-info/METADATA": "Name: foo.bar\n",
+        "zeta-1.dist-info/METADATA": "", "ALPHA-3.DIST-INFO/METADATA": "", "old-0.1-py3.9.egg-info": "Name: old\n",
+        "foo-bar-9.dist-info/METADATA": "", "pkg/__init__.py": "", "notes.txt": "", "x.dist-info.bak/METADATA": "",
+    })
+    egg = make_tree(tmp_path / "thing-1.0-py3.egg", {"EGG-INFO/PKG-INFO": "Name: thing\n", "thing/__init__.py": ""})
+    archive = tmp_path / "bundle.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("zipped-1.0.dist-info/METADATA", "Name: zipped\nVersion: 1.0\n")
+    paths = [str(site), str(egg), str(archive), str(tmp_path / "missing"), str(site) + "/"]
+    ours = [(meta_dir, dist) for meta_dir, dist in _metadata_dirs(paths)]
+    theirs = [str(d._path) for d in metadata.distributions(path=paths)]
+    assert [m for m, _ in ours] == theirs
+    assert len(theirs) == 2 * 6 + 1 + 1  # the site twice, the egg's EGG-INFO, the zip's dist-info
+    assert [d is not None for _, d in ours].count(True) == 1  # the zip's, from importlib.metadata

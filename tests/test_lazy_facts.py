@@ -151,3 +151,23 @@ def test_without_a_cache_no_fact_is_pickled_for_a_bundle(tmp_path, monkeypatch):
     # the same audit with a cache pickles its bundle: the spy sees what the first run did not do
     gather([str(tree)], config=Config(cache=True, cache_dir=str(tmp_path / "c"), jobs=1), extractors=LAZY).extraction.close()
     assert len(pickled) >= len(FILES)
+
+
+def test_a_program_decodes_its_function_bodies_only_when_they_are_read():
+    import ast
+
+    from cuaudit.facts.import_time import _Reader
+
+    source = ("import os\nsetup(lextab='generic_lextab')\n\ndef helper(x):\n    import json\n    return register(name='plugin_a')\n\n"
+              "class Loader:\n    def load(self):\n        from . import sub\n")
+    prog = _Reader().run(ast.parse(source))
+    back = pickle.loads(pickle.dumps(prog, protocol=pickle.HIGHEST_PROTOCOL))
+    assert "functions" not in vars(back)  # the bodies are still a pickle
+    assert back.function("missing") is None and back.function("os") is None
+    assert back.keyword_calls() == prog.keyword_calls()
+    assert [e.kwargs for e in back.keyword_calls()] == [(("lextab", "generic_lextab"),), (("name", "plugin_a"),)]
+    assert "functions" not in vars(back)  # neither a name that is no function nor the calls decoded them
+    assert back.function("helper") == prog.function("helper") and "functions" in vars(back)
+    assert back == prog and repr(back) == repr(prog)
+    again = pickle.loads(pickle.dumps(pickle.loads(pickle.dumps(prog)), protocol=pickle.HIGHEST_PROTOCOL))
+    assert again.functions == prog.functions  # re-pickled before its bodies were read: the same bodies

@@ -195,3 +195,153 @@ def test_the_standard_library_questions_are_recorded_and_asked_again(env, monkey
     assert ref.name == "stdlib" and questions[("member", "json/decoder.py")] is not None
     monkeypatch.setattr(snapshot, "ask_again", lambda artifact, questions: False)
     assert not _env_audit(env).stats["snapshot_reused"]
+
+
+# -- an installed distribution's key: the stat of every file its RECORD lists, without listing it --------
+
+
+def test_a_reused_snapshot_lists_no_distribution_and_reads_no_record(env, monkeypatch):
+    """The key of a distribution with a RECORD is made from stat calls alone: no member is built, and a
+    RECORD of the same stat is not read again (the last run's paths, its hints, stand for it)."""
+    from cuaudit.inputs import environment
+
+    cold = _env_audit(env)
+    saved, _ = _saved(env)
+    assert {ref.name for ref in saved.hints} == {"trap", "fine"}
+
+    def no_listing(self):
+        raise AssertionError(f"{self.ref.name} listed on a snapshot's hit")
+
+    def no_reading(path):
+        raise AssertionError(f"{path} read on a snapshot's hit")
+
+    monkeypatch.setattr(environment.InstalledDistribution, "list_members", no_listing)
+    monkeypatch.setattr(environment, "_read_record", no_reading)
+    warm = _env_audit(env)
+    assert warm.stats["snapshot_reused"] and _json(warm) == _json(cold)
+
+
+def test_a_file_removed_from_disk_runs_the_audit_again(env):
+    _env_audit(env)
+    (env["site"] / "trap" / "sub.py").unlink()  # still in RECORD: skipped as missing, trap.sub gone
+    again = _env_audit(env)
+    assert not again.stats["snapshot_reused"]
+    assert any("missing on disk" in s.reason for s in again.skipped)
+    assert _json(again) == _json(_uncached(env))
+    assert _env_audit(env).stats["snapshot_reused"]
+
+
+def test_a_file_replaced_with_the_same_size_and_mtime_runs_the_audit_again(env):
+    """Another inode (and ctime), same size and mtime: what `cp -p` or an installer's rename leaves."""
+    _env_audit(env)
+    init = env["site"] / "trap" / "__init__.py"
+    st = os.stat(init)
+    new = init.with_name("new.tmp")
+    new.write_text("from . import sub\n"[: st.st_size].ljust(st.st_size))
+    os.utime(new, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.replace(new, init)
+    assert os.stat(init).st_size == st.st_size and os.stat(init).st_mtime_ns == st.st_mtime_ns
+    again = _env_audit(env)
+    assert not again.stats["snapshot_reused"] and _json(again) == _json(_uncached(env))
+
+
+def test_a_record_listing_other_files_runs_the_audit_again(env):
+    """A file on disk becomes a member when the RECORD names it (and a missing one a skip), though no
+    file's stat changed: the RECORD here does not list itself, as some installers write it."""
+    (env["site"] / "fine" / "extra.py").write_text("import fine.nowhere\n")
+    record = env["site"] / "fine-1.0.dist-info" / "RECORD"
+    record.write_text(record.read_text().replace("fine-1.0.dist-info/RECORD,,\n", ""))
+    before = _env_audit(env)
+    for old, new in (("fine/part.py,,\n", "fine/extra.py,,\n"), ("fine/extra.py,,\n", "fine/gone.py,,\n")):
+        text = record.read_text()
+        assert old in text
+        record.write_text(text + new)
+        again = _env_audit(env)
+        assert not again.stats["snapshot_reused"]
+        assert _json(again) == _json(_uncached(env)) != _json(before)
+    assert any(s.location.member == "fine/gone.py" for s in again.skipped)
+
+
+def test_a_file_turned_into_a_fifo_runs_the_audit_again(env):
+    _env_audit(env)
+    part = env["site"] / "fine" / "part.py"
+    part.unlink()
+    os.mkfifo(part)
+    again = _env_audit(env)
+    assert not again.stats["snapshot_reused"]
+    assert any(s.reason == "not a regular file; not read" for s in again.skipped)
+    assert _json(again) == _json(_uncached(env))
+
+
+def test_distributions_without_a_stat_key_are_listed_for_the_snapshot(env):
+    """An editable install (its sources outside the site dir) has no RECORD-only key: it is listed, and a
+    change to its sources runs the audit again.  So are an egg-info and a RECORD that names no file of
+    its metadata folder (the listing adds METADATA then)."""
+    from cuaudit.inputs.environment import load_environment
+
+    proj = env["site"].parent.parent.parent.parent / "proj"
+    make_tree(proj, {"edpkg/__init__.py": "X = 1\n", "edpkg/sub.py": ""})
+    make_tree(env["site"], {
+        "edpkg-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: edpkg\nVersion: 1.0\n",
+        "edpkg-1.0.dist-info/RECORD": "__editable__.edpkg-1.0.pth,,\nedpkg-1.0.dist-info/METADATA,,\n",
+        "edpkg-1.0.dist-info/top_level.txt": "edpkg\n",
+        "edpkg-1.0.dist-info/direct_url.json": '{"url": "file:///x", "dir_info": {"editable": true}}',
+        "__editable__.edpkg-1.0.pth": f"{proj}\n",
+        "nometa-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: nometa\nVersion: 1.0\n",
+        "nometa-1.0.dist-info/RECORD": "nometa.py,,\n",
+        "nometa.py": "",
+        "oldegg-1.0.egg-info/PKG-INFO": "Metadata-Version: 1.1\nName: oldegg\nVersion: 1.0\n",
+    })
+    keys = {d.ref.name: d.listing_key() for d in load_environment(env["python"]).distributions}
+    assert keys["trap"] is not None and keys["fine"] is not None
+    assert keys["edpkg"] is keys["nometa"] is keys["oldegg"] is None
+    cold = _env_audit(env)
+    assert any(f.code == "CU101" and "edpkg.sub" in f.message for f in cold.findings)
+    assert _env_audit(env).stats["snapshot_reused"]
+    init = proj / "edpkg" / "__init__.py"
+    init.write_text("from . import sub\n")
+    os.utime(init, ns=(1, 1))
+    again = _env_audit(env)
+    assert not again.stats["snapshot_reused"] and not any("edpkg.sub" in f.message for f in again.findings)
+    assert _json(again) == _json(_uncached(env))
+
+
+def test_bytecode_written_by_an_import_keeps_the_snapshot(env):
+    """RECORD may list ``__pycache__`` files: never members, never stat'ed, so importing the package keeps the key."""
+    record = env["site"] / "fine-1.0.dist-info" / "RECORD"
+    record.write_text(record.read_text() + "fine/__pycache__/part.cpython-311.pyc,,\n")
+    _env_audit(env)
+    make_tree(env["site"], {"fine/__pycache__/part.cpython-311.pyc": "bytes"})
+    assert _env_audit(env).stats["snapshot_reused"]
+
+
+def _saved(env: dict):
+    """The one snapshot in the store, and a way to write it back changed."""
+    from cuaudit.engine import Extraction
+
+    store = Extraction(env["config"], None).store
+    [(slot,)] = store._conn().execute("SELECT key FROM facts WHERE key LIKE 'snapshot:%'").fetchall()
+    saved = store.get_many([slot])[slot]
+    store.close()
+
+    def put(changed) -> None:
+        store = Extraction(env["config"], None).store
+        snapshot.save(store, slot, changed)
+        store.close()
+
+    return saved, put
+
+
+def test_hints_count_only_for_the_code_that_left_them(env):
+    """Hints are the last run's reading of each RECORD: used when cuaudit's code is the same, else read again."""
+    import dataclasses
+
+    _env_audit(env)
+    saved, put = _saved(env)
+    wrong = {ref: (record, by_names, []) for ref, (record, by_names, _paths) in saved.hints.items()}
+    # the same code: the hints are taken as they are (no path, no file stat'ed): another key, a miss
+    put(dataclasses.replace(saved, hints=wrong))
+    assert not _env_audit(env).stats["snapshot_reused"]
+    # another code's hints are left alone: the RECORDs are read, and the key is the one saved
+    put(dataclasses.replace(saved, hints=wrong, code="another cuaudit"))
+    assert _env_audit(env).stats["snapshot_reused"]

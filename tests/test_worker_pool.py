@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 from conftest import make_installed
@@ -141,4 +142,66 @@ def test_a_worker_that_died_between_batches_loses_no_fact_and_leaves_no_process(
     assert extraction.pools_started >= 1
     assert all(f"pkg/{lvl}{k}.py" in _extracted_by(log) for lvl in "abc" for k in range(10))
     assert _children() == before
+    assert [f.message.replace("site2", "site") for f in report.findings] == [f.message for f in serial.findings]
+
+
+def test_the_next_level_of_an_import_closure_goes_to_the_workers_while_one_of_this_level_is_still_out(tmp_path, monkeypatch):
+    """The closure is one stream, not a batch per level: the imports of the first modules of a
+    level back are sent while a worker still holds another module of that level."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    sent_next = tmp_path / "next-level-sent"
+    waited = tmp_path / "a9.log"
+    real_submit, real_group = ProcessPoolExecutor.submit, engine._extract_group
+
+    def spied_submit(self, fn, *args, **kwargs):
+        chunk = args[-1] if args else []
+        if any(getattr(m, "path", "").startswith("pkg/b") and "import_time" in names for m, names in chunk):
+            sent_next.touch()  # in the parent: the program of a module of the second level is sent
+        return real_submit(self, fn, *args, **kwargs)
+
+    def slow_a9(artifact, tasks):
+        if any(m.path == "pkg/a9.py" and "import_time" in names for m, names in tasks) and os.getpid() != parent:
+            # a worker holds a9 until the next level is sent, or gives up: level by level, it never is
+            for _ in range(200):
+                if sent_next.exists():
+                    break
+                time.sleep(0.05)
+            waited.write_text("sent before a9 was done" if sent_next.exists() else "not sent")
+        return real_group(artifact, tasks)
+
+    parent = os.getpid()
+    monkeypatch.setattr(ProcessPoolExecutor, "submit", spied_submit)
+    monkeypatch.setattr(engine, "_extract_group", slow_a9)
+    report = audit([make_installed(tmp_path / "site", "pkg", LEVELS)], config=Config(cache=False, jobs=2), command="explain")
+    assert waited.read_text() == "sent before a9 was done"
+    assert "CU011" not in {f.code for f in report.findings}
+
+
+def test_facts_a_rule_names_ahead_go_to_the_workers_before_it_reads_them(tmp_path, monkeypatch):
+    """The CU4xx sources are sent when the import closures' walk ends, while the parent computes
+    the verdicts; the rules then read them as any other facts."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from cuaudit.context import RuleContext
+
+    dist = make_installed(tmp_path / "site", "pkg", LEVELS)
+    serial = audit([dist], config=Config(cache=False, jobs=1), command="explain")
+    events: list[str] = []
+    real_submit, real_prefetch = ProcessPoolExecutor.submit, RuleContext.prefetch
+
+    def spied_submit(self, fn, *args, **kwargs):
+        if any("promotion_source" in names for _m, names in (args[-1] if args else [])):
+            events.append("sent")
+        return real_submit(self, fn, *args, **kwargs)
+
+    def spied_prefetch(self, extractors, members, **kwargs):
+        if extractors == "promotion_source" and not kwargs.get("ahead"):
+            events.append("read")
+        return real_prefetch(self, extractors, members, **kwargs)
+
+    monkeypatch.setattr(ProcessPoolExecutor, "submit", spied_submit)
+    monkeypatch.setattr(RuleContext, "prefetch", spied_prefetch)
+    report = audit([make_installed(tmp_path / "site2", "pkg", LEVELS)], config=Config(cache=False, jobs=2), command="explain")
+    assert "sent" in events and "read" in events and events.index("sent") < events.index("read")
     assert [f.message.replace("site2", "site") for f in report.findings] == [f.message for f in serial.findings]

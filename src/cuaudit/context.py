@@ -87,14 +87,41 @@ class RuleContext:
         may_have = getattr(self._facts, "may_have", None)
         return may_have(key) if may_have is not None else key in self._facts
 
-    def prefetch(self, extractors: str | tuple[str, ...], members: Iterable[tuple["Artifact", str]]) -> None:
+    def prefetch(self, extractors: str | tuple[str, ...], members: Iterable[tuple["Artifact", str]], *,
+                 ahead: bool = False) -> None:
         """Extract at once the facts of ``extractors`` (a name or several) that :meth:`fact` will be
         asked for these (artifact, member path) pairs: facts of on-demand extractors not read yet
         are extracted in the worker processes, not one by one as each is read, and the facts of one
-        member share its parse (nothing else changes)."""
+        member share its parse (nothing else changes).
+
+        ``ahead``: not now, but when the workers would otherwise wait for the parent (see
+        ``Rule.ahead``); :meth:`fact` then waits for them where they are not in yet."""
         index = self._index
         names = (extractors,) if isinstance(extractors, str) else extractors
-        self._prefetch((index[id(art)], path, n) for art, path in members for n in names)
+        keys = ((index[id(art)], path, n) for art, path in members for n in names)
+        if ahead:
+            later = getattr(self._facts, "ahead", None)
+            if later is not None:
+                later(keys)
+            return
+        self._prefetch(keys)
+
+    def walk(self, facts: Iterable[tuple["Artifact", str, str]],
+             follow: Callable[["Artifact", str, str], Iterable[tuple["Artifact", str, str]]]) -> None:
+        """Extract ahead these (artifact, member path, extractor) facts, and the ones ``follow``
+        names: called with each once its fact is in (read it with :meth:`fact`), it names more
+        to extract the same way.  A walk (an import closure) that the worker processes run ahead
+        of: what a fact names is sent to them as soon as it is in, not one batch per level."""
+        index, arts = self._index, self.artifacts
+        keys = [(index[id(art)], path, n) for art, path, n in facts]
+        walk = getattr(self._facts, "walk", None)
+        if walk is None:
+            return  # facts given whole: nothing to extract ahead
+
+        def follow_key(key: tuple[int, str, str]) -> list[tuple[int, str, str]]:
+            return [(index[id(a)], p, n) for a, p, n in follow(arts[key[0]], key[1], key[2])]
+
+        walk(keys, follow_key)
 
     def _prefetch(self, keys: Iterable[tuple[int, str, str]]) -> None:
         prefetch = getattr(self._facts, "prefetch", None)

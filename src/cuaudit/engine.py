@@ -165,6 +165,21 @@ def _extract_forked(i: int, tasks: list[tuple[Member, tuple[str, ...]]]) -> list
     return [(path, name, ok, _pickled(name, value) if ok else value) for path, name, ok, value in _extract_group(art, tasks)]
 
 
+def _results_of(fut: Any, artifact: Artifact, chunk: list) -> tuple[list[tuple[str, str, bool, Any]], bool]:
+    """A chunk's results from its future, else extracted here; and whether the pool is broken
+    (a worker died: memory, a signal; None: the pool took no more work when it was sent)."""
+    if fut is not None:
+        try:
+            return fut.result(), False
+        except Exception as exc:  # noqa: BLE001 - a worker died (memory, signal): redo it here
+            from concurrent.futures import BrokenExecutor
+
+            broken = isinstance(exc, BrokenExecutor)
+    else:
+        broken = True
+    return _extract_group(artifact, chunk), broken
+
+
 class Pickled(bytes):
     """A fact kept as its pickle until something reads it (:attr:`Extractor.decoded_lazily`)."""
 
@@ -197,13 +212,24 @@ class Facts(dict):
         self.pending: dict[tuple[int, str, str], Member] = {}
         #: extracts pending keys (removing them from ``pending``) and stores their facts here
         self.load: Callable[[list[tuple[int, str, str]]], None] | None = None
+        #: runs :meth:`walk` as a stream (``Extraction.walk``); None: level by level
+        self.stream: Callable[[list[tuple[int, str, str]], Callable], None] | None = None
+        #: keeps keys for later (``Extraction.ahead``); None: :meth:`ahead` does nothing
+        self.later: Callable[[list[tuple[int, str, str]]], None] | None = None
+        #: keys sent to the workers ahead of their reading, not collected yet (``settle(key)`` collects
+        #: the chunk that holds one, and what else is back; ``settle(None)`` all of them)
+        self.inflight: set[tuple[int, str, str]] = set()
+        self.settle: Callable[[tuple[int, str, str] | None], None] | None = None
 
     def get(self, key: Any, default: Any = None) -> Any:
         value = dict.get(self, key, _ABSENT)
         if value is _ABSENT:
-            if key not in self.pending or self.load is None:
+            if key in self.inflight and self.settle is not None:
+                self.settle(key)
+            elif key not in self.pending or self.load is None:
                 return default
-            self.load([key])
+            else:
+                self.load([key])
             value = dict.get(self, key, _ABSENT)
             if value is _ABSENT:
                 return default
@@ -219,13 +245,34 @@ class Facts(dict):
 
     def may_have(self, key: Any) -> bool:
         """Whether :meth:`get` may give a fact, extracting and decoding nothing (True for a pending one)."""
-        return dict.__contains__(self, key) or key in self.pending
+        return dict.__contains__(self, key) or key in self.pending or key in self.inflight
+
+    def ahead(self, keys: Iterable[tuple[int, str, str]]) -> None:
+        """Have the pending ones of ``keys`` extracted when the workers would otherwise wait for the
+        parent (``later``); they are read as any other (:meth:`get` waits for them)."""
+        if self.later is not None:
+            self.later([k for k in keys if k in self.pending])
 
     def prefetch(self, keys: Iterable[tuple[int, str, str]]) -> None:
         """Extract the pending ones of ``keys`` at once (in parallel when they are many)."""
         wanted = [k for k in keys if k in self.pending]
         if wanted and self.load is not None:
             self.load(wanted)
+
+    def walk(self, keys: Iterable[tuple[int, str, str]], follow: Callable[[tuple[int, str, str]], Iterable[tuple[int, str, str]]]) -> None:
+        """Extract ``keys``, and the keys ``follow(key)`` names once ``key``'s fact is in (read it
+        with :meth:`get`), until nothing new is named: a walk over the facts (an import closure).
+
+        With ``stream`` (an extraction's) the workers extract what is named while the parent
+        follows what arrived; else level by level, each level one :meth:`prefetch`."""
+        if self.stream is not None:
+            self.stream(list(keys), follow)
+            return
+        seen: set[tuple[int, str, str]] = set()
+        level = [k for k in keys if not (k in seen or seen.add(k))]  # type: ignore[func-returns-value]
+        while level:
+            self.prefetch(level)
+            level = [n for k in level for n in follow(k) if not (n in seen or seen.add(n))]  # type: ignore[func-returns-value]
 
     def __getitem__(self, key: Any) -> Any:
         value = self.get(key, _ABSENT)
@@ -234,6 +281,8 @@ class Facts(dict):
         return value
 
     def _all(self) -> None:
+        if self.inflight and self.settle is not None:
+            self.settle(None)
         if self.pending:
             self.prefetch(list(self.pending))
 
@@ -318,6 +367,11 @@ class Extraction:
         #: the same two counts for evidence members, extracted on demand (see on_demand)
         self.evidence_extracted = 0
         self.evidence_cached = 0
+        #: keys named ahead (``Facts.ahead``), sent at the end of the next walk
+        self._later: dict[tuple[int, str, str], None] = {}
+        #: what was sent ahead and is not collected: [(future or None, artifact index, chunk, its keys)], and their cache keys
+        self._sent: list[tuple[Any, int, list, set[tuple[int, str, str]]]] = []
+        self._sent_keys: dict[tuple[int, str, str], str] = {}
         #: open bundles (evidence inputs', audited artifacts' on-demand facts) by (kind, ref)
         self._bundles: dict[tuple[str, ArtifactRef], _OpenBundle] = {}
         self._artifacts: list[Artifact] = []
@@ -330,6 +384,9 @@ class Extraction:
         deferred = self.facts.pending
         self._artifacts = list(artifacts)
         self.facts.load = self._load
+        self.facts.stream = self.walk
+        self.facts.later = self.ahead
+        self.facts.settle = self.settle
         for i, art in enumerate(artifacts):
             deferring = _reads_on_demand(art)
             for m in art.members:
@@ -406,10 +463,26 @@ class Extraction:
         finds them in one read.  What is still missing is extracted as any fact is, in the
         worker processes once there is enough of it.
         """
+        keys: dict[tuple[int, str, str], str] = {}
+        tasks = self._take(wanted, keys)
+        if not tasks:
+            return
+        self.store.close()  # no SQLite connection crosses a fork (see run)
+        self._machine_store.close()
+        new: list[tuple[str, Any]] = []
+        try:
+            self._extract(self._artifacts, tasks, keys, new, sum(len(v) for v in tasks.values()),
+                          sum(m.size for v in tasks.values() for m, _ in v), progress=None)
+        finally:
+            self._keep(new, keys)
+
+    def _take(self, wanted: Iterable[tuple[int, str, str]], keys: dict[tuple[int, str, str], str]
+              ) -> dict[int, list[tuple[Member, tuple[str, ...]]]]:
+        """Take ``wanted`` out of ``pending``: what the artifacts' bundles hold is accepted now; the
+        rest comes back as tasks to extract, per artifact (``keys``: their cache keys, filled in)."""
         artifacts = self._artifacts
         pending = self.facts.pending
         todo: dict[int, dict[str, tuple[Member, list[str]]]] = {}
-        keys: dict[tuple[int, str, str], str] = {}
         bundles: dict[int, _OpenBundle] = {}
         along = facts_registry.flagged("extracted_along")
         # what comes along with another on-demand fact of a member shares its parse (Extractor.extracted_along)
@@ -435,22 +508,18 @@ class Extraction:
                     self._accept(artifacts, i, path, name, True, value, None)
             else:
                 todo.setdefault(i, {}).setdefault(path, (member, []))[1].append(name)
-        if not todo:
+        return {i: [(m, tuple(names)) for m, names in by_path.values()] for i, by_path in todo.items()}
+
+    def _keep(self, new: list[tuple[str, Any]], keys: dict[tuple[int, str, str], str]) -> None:
+        """Put facts extracted on demand (``new``, by cache key) into their artifacts' bundles."""
+        if not self.store.keeps:
             return
-        tasks = {i: [(m, tuple(names)) for m, names in by_path.values()] for i, by_path in todo.items()}
-        self.store.close()  # no SQLite connection crosses a fork (see run)
-        self._machine_store.close()
-        new: list[tuple[str, Any]] = []
-        try:
-            self._extract(artifacts, tasks, keys, new, sum(len(v) for v in tasks.values()),
-                          sum(m.size for v in tasks.values() for m, _ in v), progress=None)
-        finally:
-            owner = {k: (i, n) for (i, _p, n), k in keys.items()}
-            for k, value in new if self.store.keeps else ():
-                i, name = owner[k]
-                bundle = bundles[i]
-                bundle.values[k] = _pickled(name, value)
-                bundle.dirty = True
+        owner = {k: (i, n) for (i, _p, n), k in keys.items()}
+        for k, value in new:
+            i, name = owner[k]
+            bundle = self._bundle(self._artifacts[i], "facts")
+            bundle.values[k] = _pickled(name, value)
+            bundle.dirty = True
 
     def on_demand(self, artifact: Artifact, member: Member, name: str) -> Any:
         """One fact of an evidence member: from the cache, or extracted now, here.
@@ -562,30 +631,9 @@ class Extraction:
                     # a small batch (a level of the import closure) in small chunks keeps every worker busy
                     per = max(1, -(-total_tasks // (4 * jobs)))
                     groups = [(i, chunk) for i, tasks in todo.items() for chunk in _chunks(tasks, max_items=per)]
-                fork = hasattr(os, "fork")
-                _FORKED = list(artifacts) if fork else None
-                # What the parent holds now is never collected in a worker: its pages stay shared with
-                # the parent instead of being copied when a collection touches them.  Done at every
-                # batch, not only at the fork: the parent's own collections then skip the models built
-                # since (a cold env of the accuracy-venv, 2 cores: 3 to 9 s more wall in 3 A/B pairs when frozen only at the fork).
-                gc.freeze()
-                pool = self._workers(artifacts, jobs, len(groups), fork)
                 broken = False
                 with gc_paused():  # the parent only gathers results (see heap.gc_paused)
-                    if fork:
-                        # Forked workers inherit the artifacts: send indexes, not a pickled artifact
-                        # per group (torch's wheel: 11 499 members, 1.5 MB and a re-read of its zip
-                        # directory for each of 37 groups, ~5 s of CPU).
-                        call = lambda i, chunk: pool.submit(_extract_forked, i, chunk)  # noqa: E731
-                    else:
-                        call = lambda i, chunk: pool.submit(_extract_group, artifacts[i], chunk)  # noqa: E731
-
-                    def submit(i, chunk):
-                        try:
-                            return call(i, chunk)
-                        except Exception:  # noqa: BLE001 - a worker died between batches: the parent does it
-                            return None
-
+                    submit = self._submitter(artifacts, jobs, len(groups))
                     # The costliest groups start first (torch's 968 MB libtorch_cuda.so, listed late,
                     # otherwise ran alone at the end); results are still taken in listing order.
                     started = {g: submit(*groups[g]) for g in sorted(range(len(groups)), key=lambda g: -_cost(groups[g][1]))}
@@ -595,18 +643,8 @@ class Extraction:
                     if progress:
                         progress.start(total_bytes, "Extracting facts")
                     for i, chunk, fut in futures:
-                        results = None
-                        if fut is not None:
-                            try:
-                                results = fut.result()
-                            except Exception as exc:  # noqa: BLE001 - a worker died (memory, signal): redo it here
-                                from concurrent.futures import BrokenExecutor
-
-                                broken = broken or isinstance(exc, BrokenExecutor)
-                        else:
-                            broken = True
-                        if results is None:
-                            results = _extract_group(artifacts[i], chunk)
+                        results, died = _results_of(fut, artifacts[i], chunk)
+                        broken = broken or died
                         self._collect(artifacts, i, results, keys, new)
                         if progress:
                             progress.advance(sum(m.size for m, _ in chunk), chunk[-1][0].path)
@@ -623,9 +661,195 @@ class Extraction:
             self.stop_workers()  # no worker outlives a failed (or interrupted) extraction
             raise
         finally:
-            _FORKED = None  # noqa: F841 - see the global statement above; running workers keep their copy
+            _FORKED = None  # noqa: F841 - see _submitter; running workers keep their copy
             if progress:
                 progress.stop()
+
+    def _submitter(self, artifacts: Sequence[Artifact], jobs: int, groups: int) -> Callable[[int, list], Any]:
+        """``submit(i, chunk)``: a future of the chunk's extraction in the worker pool (started if
+        none runs), or None when the pool no longer takes work (a worker died: do it here).
+
+        Sets ``_FORKED`` for the workers forked meanwhile: the caller clears it when done."""
+        global _FORKED
+        fork = hasattr(os, "fork")
+        _FORKED = list(artifacts) if fork else None
+        # What the parent holds now is never collected in a worker: its pages stay shared with
+        # the parent instead of being copied when a collection touches them.  Done at every
+        # batch, not only at the fork: the parent's own collections then skip the models built
+        # since (a cold env of the accuracy-venv, 2 cores: 3 to 9 s more wall in 3 A/B pairs when frozen only at the fork).
+        gc.freeze()
+        pool = self._workers(artifacts, jobs, groups, fork)
+        if fork:
+            # Forked workers inherit the artifacts: send indexes, not a pickled artifact
+            # per group (torch's wheel: 11 499 members, 1.5 MB and a re-read of its zip
+            # directory for each of 37 groups, ~5 s of CPU).
+            call = lambda i, chunk: pool.submit(_extract_forked, i, chunk)  # noqa: E731
+        else:
+            call = lambda i, chunk: pool.submit(_extract_group, artifacts[i], chunk)  # noqa: E731
+
+        def submit(i: int, chunk: list) -> Any:
+            try:
+                return call(i, chunk)
+            except Exception:  # noqa: BLE001 - a worker died between batches: the parent does it
+                return None
+
+        return submit
+
+    def walk(self, wanted: list[tuple[int, str, str]],
+             follow: Callable[[tuple[int, str, str]], Iterable[tuple[int, str, str]]]) -> None:
+        """``Facts.walk`` as one stream: keys are sent to the workers as soon as they are named,
+        and each chunk's keys are followed as soon as it comes back, while the workers extract
+        the others.  Level by level, the workers waited for the parent between levels, and
+        the parent for the slowest chunk of each level (the accuracy-venv's import closures:
+        eight levels).
+
+        A key is followed once its fact is in: at once when it is cached, already read, or
+        has none to extract.  Without workers (``--jobs 1``, or too little to send) the queue
+        is extracted here, one artifact's tasks at a time."""
+        global _FORKED
+        from collections import deque
+        from concurrent.futures import FIRST_COMPLETED
+        from concurrent.futures import wait as wait_for
+
+        artifacts = self._artifacts
+        jobs = self.config.jobs or _usable_cpus()
+        keys: dict[tuple[int, str, str], str] = {}
+        queue: dict[int, list[tuple[Member, tuple[str, ...]]]] = {}  # artifact -> tasks not sent yet
+        ready: deque[tuple[int, str, str]] = deque()  # keys whose facts are in, to follow
+        asked: set[tuple[int, str, str]] = set()
+        inflight: dict[Any, tuple[int, int, list]] = {}  # future -> (order sent, artifact, chunk)
+        new: list[tuple[str, Any]] = []
+        broken = False
+
+        def ask(batch: Iterable[tuple[int, str, str]]) -> None:
+            fresh = [k for k in batch if k not in asked]
+            asked.update(fresh)
+            sent = set()
+            for i, tasks in self._take(fresh, keys).items():
+                queue.setdefault(i, []).extend(tasks)
+                sent.update((i, m.path, n) for m, names in tasks for n in names)
+            ready.extend(k for k in fresh if k not in sent)
+
+        def arrived(i: int, chunk: list, results: list) -> None:
+            self._collect(artifacts, i, results, keys, new)
+            ready.extend(k for m, names in chunk for n in names if (k := (i, m.path, n)) in asked)
+
+        def next_chunk(size: int) -> tuple[int, list]:
+            i = next(iter(queue))
+            chunk = next(_chunks(queue[i], max_items=size))
+            del queue[i][:len(chunk)]
+            if not queue[i]:
+                del queue[i]
+            return i, chunk
+
+        sent = 0
+        try:
+            with gc_paused():  # the parent gathers results and follows them (see heap.gc_paused)
+                ask(wanted)
+                while True:
+                    while ready:
+                        named: list[tuple[int, str, str]] = []
+                        while ready:
+                            named += follow(ready.popleft())
+                        ask(named)
+                    queued = sum(len(t) for t in queue.values())
+                    if not queued and not inflight:
+                        break
+                    parallel = jobs > 1 and (bool(inflight) or self._pool is not None or queued >= PARALLEL_MIN_TASKS)
+                    if queued and not parallel:
+                        i, chunk = next_chunk(queued)
+                        arrived(i, chunk, _extract_group(artifacts[i], chunk))
+                        continue
+                    if queued and len(inflight) < 2 * jobs:
+                        # two chunks a worker: one running, one waiting, and what arrives meanwhile
+                        # joins the next chunks instead of waiting for a level to end
+                        self.store.close()  # no SQLite connection crosses a fork (see run)
+                        self._machine_store.close()
+                        submit = self._submitter(artifacts, jobs, 2 * jobs)
+                        size = max(1, min(64, -(-queued // (2 * jobs))))
+                        while queue and len(inflight) < 2 * jobs:
+                            i, chunk = next_chunk(size)
+                            fut = submit(i, chunk)
+                            if fut is None:
+                                broken = True
+                                arrived(i, chunk, _extract_group(artifacts[i], chunk))
+                            else:
+                                inflight[fut] = (sent, i, chunk)
+                                sent += 1
+                        if ready:
+                            continue
+                    if not inflight:
+                        continue
+                    done, _ = wait_for(list(inflight), return_when=FIRST_COMPLETED)
+                    for fut in sorted(done, key=lambda f: inflight[f][0]):
+                        _n, i, chunk = inflight.pop(fut)
+                        results, died = _results_of(fut, artifacts[i], chunk)
+                        broken = broken or died
+                        arrived(i, chunk, results)
+            if broken or not self.keep_workers:
+                self.stop_workers()  # a pool whose worker died takes no more work; the next batch starts one
+        except BaseException:
+            self.stop_workers()  # no worker outlives a failed (or interrupted) extraction
+            raise
+        finally:
+            _FORKED = None  # noqa: F841 - see _submitter
+            self._keep(new, keys)
+        self._send_later()
+
+    # -- facts named ahead ------------------------------------------------------------------
+    def ahead(self, wanted: list[tuple[int, str, str]]) -> None:
+        """``Facts.ahead``: keep these keys for the end of the next walk. A walk (an import closure)
+        is followed by the rules' longest stretch of computing alone (the verdicts over the
+        closures): the workers then extract what later rules will read in bulk.  With one job
+        there is no one to send them to: they stay pending, and are read as usual."""
+        if (self.config.jobs or _usable_cpus()) > 1 and self.keep_workers:
+            self._later.update(dict.fromkeys(wanted))
+
+    def _send_later(self) -> None:
+        """Send the keys kept by :meth:`ahead` to the workers, without waiting for them."""
+        global _FORKED
+        later, self._later = [k for k in self._later if k in self.facts.pending], {}
+        if not later or self._pool is None:
+            return  # no pool running (nothing was sent to workers so far): they are read as usual
+        tasks = self._take(later, self._sent_keys)
+        groups = [(i, chunk) for i, t in tasks.items() for chunk in _chunks(t)]
+        if not groups:
+            return
+        self.store.close()  # no SQLite connection crosses a fork (see run)
+        self._machine_store.close()
+        try:
+            submit = self._submitter(self._artifacts, self.config.jobs or _usable_cpus(), len(groups))
+            # the costliest first, as any batch (see _extract)
+            for g in sorted(range(len(groups)), key=lambda g: -_cost(groups[g][1])):
+                i, chunk = groups[g]
+                held = {(i, m.path, n) for m, names in chunk for n in names}
+                self._sent.append((submit(i, chunk), i, chunk, held))
+                self.facts.inflight.update(held)
+        finally:
+            _FORKED = None  # noqa: F841 - see _submitter
+
+    def settle(self, key: tuple[int, str, str] | None) -> None:
+        """Collect facts sent ahead (``Facts.settle``): the chunk that holds ``key``, waiting for it,
+        and every chunk already back (None: all of them); a worker that died has its chunk
+        extracted here."""
+        taken = [s for s in self._sent if key is None or key in s[3] or s[0] is None or s[0].done()]
+        ids = {id(s) for s in taken}
+        self._sent = [s for s in self._sent if id(s) not in ids]
+        keys = {k: self._sent_keys.pop(k) for *_rest, held in taken for k in held if k in self._sent_keys}
+        for *_rest, held in taken:
+            self.facts.inflight.difference_update(held)
+        new: list[tuple[str, Any]] = []
+        broken = False
+        try:
+            with gc_paused():
+                for fut, i, chunk, _held in taken:
+                    results, died = _results_of(fut, self._artifacts[i], chunk)
+                    broken = broken or died
+                    self._collect(self._artifacts, i, results, keys, new)
+        finally:
+            self._keep(new, keys)
+        if broken:
+            self.stop_workers()
 
     def _workers(self, artifacts, jobs: int, groups: int, fork: bool):
         """The worker pool: the running one, else a new one (its workers fork at the first submit)."""
@@ -837,11 +1061,16 @@ def audit(
     if command in SNAPSHOT_COMMANDS and snapshot.usable(config, codes, names):
         named = [a.ref for a in artifacts if a.ref.kind is not ArtifactKind.INSTALLED]
         slot = snapshot.slot_key(config, environment, codes, names, command, named)
-        content = snapshot.content_identity(artifacts, snapshot.code_identity(), _list_safely)
+        own_code = snapshot.code_identity()
         extraction = Extraction(config, None)
         evidence_inputs = EvidenceInputs(config, environment, extraction)
-        hit = snapshot.load(extraction.store, slot, content)
-        if hit is not None and len(hit.skipped) == len(artifacts) and evidence_inputs.still_answers(hit.evidence):
+        hit = snapshot.load(extraction.store, slot)
+        # the last run's hints (RECORDs already read) make the content key; its content is then compared
+        hints = hit.hints if hit is not None and hit.code == own_code else {}
+        new_hints: dict[ArtifactRef, Any] = {}
+        content = snapshot.content_identity(artifacts, own_code, _list_safely, hints, new_hints)
+        if hit is not None and hit.content == content and len(hit.skipped) == len(artifacts) \
+                and evidence_inputs.still_answers(hit.evidence):
             extraction.store.close()
             for art, skipped in zip(artifacts, hit.skipped):
                 art.skipped = list(skipped)
@@ -867,6 +1096,11 @@ def audit(
         with fewer_full_collections():  # the rules' models are large too (evidence parsed on demand)
             for rule in runnable:
                 try:
+                    rule.ahead(ctx)
+                except Exception:  # noqa: BLE001 - naming facts ahead only saves time: check() says what fails
+                    pass
+            for rule in runnable:
+                try:
                     findings += list(rule.check(ctx))
                 except Exception as exc:  # noqa: BLE001 - one broken rule must not hide the others
                     code, message, evidence = _error_for(exc)
@@ -889,6 +1123,7 @@ def audit(
                  "facts_extracted": 0, "evidence_facts_extracted": 0,
                  "facts_cached": stats["facts_cached"] + stats["facts_extracted"],
                  "evidence_facts_cached": stats["evidence_facts_cached"] + stats["evidence_facts_extracted"]},
+                own_code, new_hints,
             ))
         extraction.close()
     finally:

@@ -240,6 +240,8 @@ _VENDORED_HASH = re.compile(r"-[0-9a-f]{8}(?=\.so(\.|$|:)|\.dylib|\.dll)")
 
 
 def _stable_member(path: str) -> str:
+    if ".d" not in path and "info" not in path and ".so" not in path:
+        return path  # neither pattern can match (most paths: a report fingerprints thousands)
     path = _META_DIR.sub(lambda m: f"{m.group(1)}{canonical_name(m.group(2))}.{m.group(3)}", path)
     return _VENDORED_HASH.sub("", path)
 

@@ -6,7 +6,11 @@ model, unpickling every fact): 48 s on the GPU machine's 197 distributions.
 What the rules answer depends only on
 
 * the content keys of every member of every audited artifact (the ``stat`` of
-  every file each RECORD lists), with what listing met (problems, skips);
+  every file each RECORD lists), with what listing met (problems, skips).  An
+  installed distribution is not listed for it: its key is made from ``stat``
+  calls alone (``InstalledDistribution.listing_key``), and a RECORD whose own
+  ``stat`` is unchanged is not read again (the snapshot keeps each one's paths
+  as a hint for the next run of the same code);
 * cuaudit itself (its version and the ``stat`` of its own source files, so a
   development checkout never reuses what older code derived; the Python running
   it), the selected rules and extractors, the configuration that reaches rules,
@@ -36,7 +40,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from cuaudit import __version__
 from cuaudit.facts.evidence import Evidence
@@ -48,7 +52,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from cuaudit.store import FactStore
 
 #: bump when what a snapshot holds, or how its key is made, changes
-SCHEMA = 2
+SCHEMA = 3
 
 #: configuration fields that never reach a rule: where the cache is, how many workers
 _NOT_KEYED = frozenset({"jobs", "cache", "cache_dir", "cache_max_size", "probe_timeout", "source", "option_sources"})
@@ -142,18 +146,35 @@ def _loader_identity() -> str:
     return ",".join(out)
 
 
-def content_identity(artifacts: Sequence["Artifact"], code: str, list_members: Callable[["Artifact"], None]) -> str:
+def content_identity(artifacts: Sequence["Artifact"], code: str, list_members: Callable[["Artifact"], None],
+                     hints: Mapping[Any, Any] | None = None, new_hints: dict[Any, Any] | None = None) -> str:
     """Every audited member's content key, and what listing each artifact met.
+
+    ``hints``: by artifact ref, what the last run's listing keys left (:attr:`Snapshot.hints`, of the
+    same ``code``); ``new_hints`` receives this run's.
 
     A single-file artifact (a wheel, an sdist, a file) stands by its file's identity,
     unlisted: the identity (device, inode, size, mtime, ctime) changes with any rewrite,
-    and the member keys are made from it.  The others are listed (``list_members``)."""
+    and the member keys are made from it.  An artifact with a :meth:`~cuaudit.inputs.Artifact.listing_key`
+    (an installed distribution: the ``stat`` of every file its RECORD lists) stands by that key,
+    unlisted too.  The others are listed (``list_members``)."""
     h = hashlib.blake2b(code.encode(), digest_size=20)
     for art in artifacts:
         ident = listing_identity(art)
         if ident is not None:
             h.update(f"\0{type(art).__name__}\0{art.ref!r}\0file\0{ident}\0{art.problems!r}\n"
                      .encode("utf-8", "surrogateescape"))
+            continue
+        try:
+            got = art.listing_key((hints or {}).get(art.ref))
+        except Exception:  # noqa: BLE001 - whatever went wrong, the listing meets it too and reports it
+            got = None
+        if got is not None:
+            key, hint = got
+            if new_hints is not None:
+                new_hints[art.ref] = hint
+            h.update(f"\0{type(art).__name__}\0{art.ref!r}\0stat\n".encode("utf-8", "surrogateescape"))
+            h.update(key.encode("utf-8", "surrogateescape"))
             continue
         list_members(art)
         h.update(f"\0{type(art).__name__}\0{art.ref!r}\0{art.problems!r}\0{art.skipped!r}\n".encode("utf-8", "surrogateescape"))
@@ -253,13 +274,16 @@ class Snapshot:
     #: evidence name -> [(its input's ref, the questions asked of it)]
     evidence: dict[str, list[tuple[Any, Questions]]] = field(default_factory=dict)
     stats: dict[str, int] = field(default_factory=dict)
+    #: :func:`code_identity` of the cuaudit that made it: its hints are good only for the same code
+    code: str = ""
+    #: artifact ref -> what its listing key left for the next one (``Artifact.listing_key``)
+    hints: dict[Any, Any] = field(default_factory=dict)
 
 
-def load(store: "FactStore", slot: str, content: str) -> Snapshot | None:
+def load(store: "FactStore", slot: str) -> Snapshot | None:
+    """The slot's snapshot, whatever its content: the caller compares (its hints help make the content)."""
     got = store.get_many([slot]).get(slot)
-    if not isinstance(got, Snapshot) or got.content != content:
-        return None
-    return got
+    return got if isinstance(got, Snapshot) else None
 
 
 def save(store: "FactStore", slot: str, snapshot: Snapshot) -> None:

@@ -226,6 +226,9 @@ class Reach:
         return self.status in ("trap", "getattr-trap")
 
 
+_UNREAD = object()
+
+
 class ModuleUniverse:
     """Every module the audit can see, and the static import semantics over them."""
 
@@ -257,12 +260,18 @@ class ModuleUniverse:
         self.os_name = os.name  # extension module -> how to get its dotted strings
         self.python_version: tuple[int, ...] = tuple(sys.version_info[:3])
         self._programs: dict[str, tuple] = {}  # module -> how to get its import_time facts
+        self._decoded: dict[str, ImportTimeFacts | None] = {}  # module -> its import_time facts, once read
+        #: (id(artifact), member) -> the module whose program it holds (what a walk of the facts follows)
+        self._program_at: dict[tuple[int, str], str] = {}
         #: ``has_fact(artifact, member, extractor)``: whether ``facts_for`` may give a fact,
         #: extracting and decoding nothing (None: not known)
         self.has_fact: Callable[[object, str, str], bool] | None = None
-        #: ``prefetch(extractor, [(artifact, member)])``: extract these facts at once, before
-        #: they are read one by one (None: each is read when needed)
-        self.prefetch: Callable[[str, list[tuple[object, str]]], None] | None = None
+        #: ``prefetch(extractor, [(artifact, member)], ahead=False)``: extract these facts at once,
+        #: before they are read one by one (None: each is read when needed)
+        self.prefetch: Callable[..., None] | None = None
+        #: ``walk([(artifact, member, extractor)], follow)``: extract those facts and the ones
+        #: ``follow(artifact, member, extractor)`` names once each is in (``RuleContext.walk``)
+        self.walk: Callable[[list[tuple[object, str, str]], Callable], None] | None = None
         #: every installed distribution is in the universe (an environment): a module nobody
         #: provides fails to import, and the model may say so
         self.complete = False
@@ -286,6 +295,7 @@ class ModuleUniverse:
                     self._sources[name] = (artifact, entry.source_member, facts_for)
             if entry.kind in ("package", "module") and entry.member and entry.member.endswith(".py"):
                 self._programs[name] = (artifact, entry.member, facts_for, entry)
+                self._program_at[(id(artifact), entry.member)] = name
             if name.split(".")[0] in self._stdlib_top and self.stdlib_root:
                 continue  # the standard library wins for its own names
             if name not in self.entries or (self.entries[name].kind == "namespace" and entry.kind != "namespace"):
@@ -298,12 +308,12 @@ class ModuleUniverse:
     def program(self, name: str) -> ImportTimeFacts | None:
         """The import-time program of the module the universe resolves ``name`` to."""
         got = self._programs.get(name)
-        if got is None or self.entries.get(name) is not got[-1]:
+        if got is None or self.entries.get(name) is not got[3]:
             return None
-        if len(got) == 4:
-            art, member, facts_for, entry = got
-            self._programs[name] = got = (facts_for(art, member, "import_time"), entry)
-        return got[0]
+        prog = self._decoded.get(name, _UNREAD)
+        if prog is _UNREAD:
+            prog = self._decoded[name] = got[2](got[0], got[1], "import_time")
+        return prog
 
     def get(self, name: str) -> ModuleEntry | None:
         entry = self.entries.get(name)
@@ -443,59 +453,98 @@ class ModuleUniverse:
         return (self.has_fact is not None and entry.artifact is not None and member is not None
                 and member.endswith(".py") and self.has_fact(entry.artifact, member, "python_source"))
 
-    def prefetch_facts(self, entries: Iterable[ModuleEntry], extractors: tuple[str, ...] = ("python_source",)) -> None:
+    def prefetch_facts(self, entries: Iterable[ModuleEntry], extractors: tuple[str, ...] = ("python_source",), *,
+                       ahead: bool = False) -> None:
         """Have the facts of these artifact modules (``entry.facts``, ``entry.stub``) extracted in one
-        batch, before they are read one module at a time; ``extractors`` for their ``.py`` files."""
+        batch, before they are read one module at a time; ``extractors`` for their ``.py`` files
+        (``ahead``: when the workers are idle, see ``RuleContext.prefetch``)."""
         if self.prefetch is None:
             return
         entries = [e for e in entries if e.artifact is not None and e._load is not None]
-        self.prefetch(extractors, [(e.artifact, e.member) for e in entries if (e.member or "").endswith(".py")])
-        self.prefetch("python_source", [(e.artifact, e.stub_member) for e in entries if e.stub_member])
+        members = [(e.artifact, e.member) for e in entries if (e.member or "").endswith(".py")]
+        stubs = [(e.artifact, e.stub_member) for e in entries if e.stub_member]
+        if ahead:
+            self.prefetch(extractors, members, ahead=True)  # type: ignore[call-arg]
+            self.prefetch("python_source", stubs, ahead=True)  # type: ignore[call-arg]
+            return
+        self.prefetch(extractors, members)
+        self.prefetch("python_source", stubs)
 
     def prefetch_closures(self, roots: Iterable[str], *, with_facts: bool = False) -> None:
-        """Have the import-time programs of the modules importing ``roots`` reaches extracted in
-        waves, one batch per level of a walk over their module-level imports, before the
-        closures read them one module at a time (they would be extracted one by one, serially).
+        """Have the import-time programs of the modules importing ``roots`` reaches extracted ahead
+        of the closures, which read them one module at a time (one by one, serially): a walk over
+        their module-level imports that the workers run ahead of (each module's imports are sent
+        to them as soon as its program is in, not one batch per level).
 
         A prediction only: the imports of every program met count, conditional or not, and
         what the closures read beyond (a function a module calls) is still read when needed.
-        ``with_facts``: the roots' python_source facts (and their stubs') too, in the same
-        batch (the verdicts about their submodules read them): one parse for both.
+        The python_source facts of the modules a star import names come along (the verdicts
+        read what ``from m import *`` binds).  ``with_facts``: the roots' python_source facts
+        (and their stubs') too (the verdicts about their submodules read them): the parse of
+        a root serves its program and its facts alike.
         """
-        if self.prefetch is None:
+        if self.walk is None:
             return
-        frontier: set[str] = set()
-        for root in roots:
-            frontier.update(dotted_prefixes(root))
-        if with_facts:
-            # the parse of a root serves its program and its facts alike: one batch
-            self.prefetch_facts([e for r in sorted(set(roots)) if (e := self.entries.get(r)) is not None],
-                                ("import_time", "python_source"))
-        seen: set[str] = set()
-        while frontier:
-            seen |= frontier
-            wave = sorted(frontier)
-            self.prefetch("import_time", [got[:2] for name in wave  # type: ignore[misc]
-                                          if len(got := self._programs.get(name, ())) == 4])
-            found: set[str] = set()
-            for name in wave:
-                entry = self.entries.get(name)
-                prog = self.program(name) if entry is not None else None
-                if prog is None:
-                    continue
-                for effect in prog.effects:
-                    if effect.kind == "import":
-                        base = absolute_module(effect.module, effect.level, name, entry.kind == "package")  # type: ignore[union-attr]
-                    elif effect.kind == "dynamic-import" and effect.module and not effect.module.startswith("."):
-                        base = effect.module
-                    else:
-                        continue
-                    if not base:
-                        continue
-                    found.update(dotted_prefixes(base))
-                    if effect.kind == "import" and effect.name and effect.name != "*":
-                        found.add(f"{base}.{effect.name}")
-            frontier = {n for n in found if n in self._programs} - seen
+        programs, entries = self._programs, self.entries
+        seen: set[str] = set()  # modules whose programs the walk asked for
+        starred: set[str] = set()  # modules whose python_source facts it asked for
+
+        def sources(names: Iterable[str]) -> list[tuple[object, str, str]]:
+            out = []
+            for n in sorted(set(names) - starred):
+                starred.add(n)
+                e = entries.get(n)
+                if e is not None and e.artifact is not None and e._load is not None:
+                    if (e.member or "").endswith(".py"):
+                        out.append((e.artifact, e.member, "python_source"))
+                    if e.stub_member and with_facts:
+                        out.append((e.artifact, e.stub_member, "python_source"))
+            return out
+
+        def named(names: Iterable[str]) -> list[tuple[object, str, str]]:
+            out = []
+            for n in sorted(set(names) - seen):
+                got = programs.get(n)
+                if got is not None:
+                    seen.add(n)
+                    out.append((got[0], got[1], "import_time"))
+            return out
+
+        def follow(artifact: object, member: str, extractor: str) -> list[tuple[object, str, str]]:
+            name = self._program_at.get((id(artifact), member)) if extractor == "import_time" else None
+            if name is None or entries.get(name) is None:
+                return []
+            imported, stars = self._imports_named(name)
+            return named(imported) + sources(stars)
+
+        roots = sorted(set(roots))
+        first = sources(roots) if with_facts else []
+        self.walk(first + named(p for root in roots for p in dotted_prefixes(root)), follow)
+
+    def _imports_named(self, name: str) -> tuple[set[str], set[str]]:
+        """(the modules ``name``'s program imports, with their parents, conditional or not; the
+        modules it star-imports): what a walk of the import closure follows from it."""
+        found: set[str] = set()
+        stars: set[str] = set()
+        entry = self.entries.get(name)
+        prog = self.program(name) if entry is not None else None
+        if prog is None:
+            return found, stars
+        for effect in prog.effects:
+            if effect.kind == "import":
+                base = absolute_module(effect.module, effect.level, name, entry.kind == "package")  # type: ignore[union-attr]
+            elif effect.kind == "dynamic-import" and effect.module and not effect.module.startswith("."):
+                base = effect.module
+            else:
+                continue
+            if not base:
+                continue
+            found.update(dotted_prefixes(base))
+            if effect.kind == "import" and effect.name == "*":
+                stars.add(base)
+            elif effect.kind == "import" and effect.name:
+                found.add(f"{base}.{effect.name}")
+        return found, stars
 
     def closure(self, roots: Iterable[str]) -> frozenset[str]:
         """Every module imported, as far as the model knows, by importing ``roots``.
@@ -933,15 +982,12 @@ class ModuleUniverse:
             if names is None:
                 names = self._named[m] = {}
                 prog = self.program(m)
-                for effects in [prog.effects] + [f.effects for f in prog.functions] if prog is not None else ():
-                    for e in effects:
-                        if not e.kwargs or e.kind != "call":
-                            continue
-                        # keyword arguments only: a positional name is more often a library's
-                        # (cupy's `_preload_library('cutensor')`) than a module's
-                        for _, a in e.kwargs:
-                            if a.isidentifier():
-                                names.setdefault(a, f"{self.get(m).display}:{e.line} passes {a!r} to {e.callee}()")
+                for e in prog.keyword_calls() if prog is not None else ():
+                    # keyword arguments only: a positional name is more often a library's
+                    # (cupy's `_preload_library('cutensor')`) than a module's
+                    for _, a in e.kwargs:
+                        if a.isidentifier():
+                            names.setdefault(a, f"{self.get(m).display}:{e.line} passes {a!r} to {e.callee}()")
             for a, where in names.items():
                 found.setdefault(a, where)
         return found
@@ -1008,13 +1054,15 @@ def public_submodules(universe: ModuleUniverse, modules: dict[str, ModuleEntry])
 def build_universe(artifacts: list, facts_for: Callable[[object, str, str], object | None], environment=None, *, stdlib: "Evidence | bool | None" = True,
                    has_fact: Callable[[object, str, str], bool] | None = None,
                    prefetch: Callable[[str, list[tuple[object, str]]], None] | None = None,
+                   walk: Callable[[list[tuple[object, str, str]], Callable], None] | None = None,
                    ) -> tuple[ModuleUniverse, dict[int, dict[str, ModuleEntry]]]:
     """The universe of a set of artifacts: given ones first, installed ones next, then the stdlib.
 
     ``stdlib``: the standard library evidence (``ctx.evidence("stdlib")``); True
     reads the environment's (else this interpreter's) uncached, False or None none.
     ``has_fact``: whether ``facts_for`` may have a fact, extracting and decoding nothing
-    (``RuleContext.has_fact``); ``prefetch``: extract facts in a batch (``RuleContext.prefetch``).
+    (``RuleContext.has_fact``); ``prefetch``: extract facts in a batch (``RuleContext.prefetch``);
+    ``walk``: extract facts and the ones they lead to (``RuleContext.walk``).
     """
     if stdlib is True:
         folder = stdlib_folder(environment)
@@ -1022,6 +1070,7 @@ def build_universe(artifacts: list, facts_for: Callable[[object, str, str], obje
     uni = ModuleUniverse(stdlib or None)
     uni.has_fact = has_fact
     uni.prefetch = prefetch
+    uni.walk = walk
     if environment is not None and environment.platform:
         # sysconfig platform -> sys.platform, for `if sys.platform == ...` around imports
         plat = environment.platform

@@ -133,6 +133,13 @@ class Artifact:
         """The member's file on disk, when it has one (for mmap)."""
         return None
 
+    def listing_key(self, hint: Any = None) -> tuple[str, Any] | None:
+        """A text that changes whenever the listing would (members, their keys, problems, skips),
+        made more cheaply than listing, and a hint that makes the next one cheaper (given back as
+        ``hint`` by the next run, if cuaudit's code is the same); or None: a snapshot is then keyed by
+        the listing itself."""
+        return None
+
     # -- shared -----------------------------------------------------------------
     @property
     def members(self) -> list[Member]:

@@ -11,19 +11,24 @@ files its RECORD lists under its site directory.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
+import re
 import stat
 import sys
 from dataclasses import dataclass
-from importlib import metadata
-from typing import IO
+from typing import IO, TYPE_CHECKING, Any, Iterator
 
 from cuaudit.inputs.artifact import Artifact, classify, read_regular, stat_key
 from cuaudit.inputs.budgets import budget
+from cuaudit.inputs.identity import file_identity
 from cuaudit.inputs.process import BoundExceeded, run_bounded
 from cuaudit.model import ArtifactKind, ArtifactRef, EnvironmentInfo, Member
 from cuaudit.names import canonical_name
+
+if TYPE_CHECKING:  # pragma: no cover
+    from importlib import metadata
 
 #: a RECORD longer than this is read only this far
 MAX_RECORD = budget("RECORD")
@@ -200,10 +205,10 @@ def find_distributions(paths: list[str]) -> list["InstalledDistribution"]:
     """First distribution of each name along ``paths``, as importlib.metadata finds it."""
     seen: set[str] = set()
     out: list[InstalledDistribution] = []
-    for dist in metadata.distributions(path=paths):
-        meta_dir = str(getattr(dist, "_path", ""))
+    for meta_dir, dist in _metadata_dirs(paths):
         name, version = _name_version(meta_dir)
         if not name and read_regular(os.path.join(meta_dir, "METADATA"), 1) is not None:
+            dist = dist or _path_distribution(meta_dir)
             try:
                 name = dist.metadata["Name"] or ""
                 version = dist.version or ""
@@ -223,6 +228,46 @@ def find_distributions(paths: list[str]) -> list["InstalledDistribution"]:
     return out
 
 
+def _metadata_dirs(paths: list[str]) -> Iterator[tuple[str, "metadata.Distribution | None"]]:
+    """The metadata folders along ``paths``, in the order of ``importlib.metadata.distributions(path=paths)``
+    (by each folder's listing, grouped by normalised name), without importing it (16 ms of a cached
+    ``env``'s start-up, for the email parser it brings); a path that cannot be listed as a folder (a zip)
+    is left to it, which gives its distribution too."""
+    import pathlib
+
+    for root in paths:
+        try:
+            children = os.listdir(root or ".")
+        except (OSError, ValueError):
+            from importlib import metadata
+
+            for dist in metadata.distributions(path=[root]):
+                yield str(getattr(dist, "_path", "")), dist
+            continue
+        infos: dict[str, list[str]] = {}
+        eggs: list[str] = []
+        egg = os.path.basename(root).lower().endswith(".egg")
+        for child in children:
+            low = child.lower()
+            if low.endswith((".dist-info", ".egg-info")):
+                name = low.rpartition(".")[0].partition("-")[0]
+                # importlib.metadata's Prepared.normalize
+                infos.setdefault(re.sub(r"[-_.]+", "-", name).lower().replace("-", "_"), []).append(child)
+            elif egg and low == "egg-info":
+                eggs.append(child)
+        for child in itertools.chain(*infos.values(), eggs):
+            yield str(pathlib.Path(root, child)), None
+
+
+def _path_distribution(meta_dir: str) -> "metadata.Distribution":
+    """importlib.metadata's view of a metadata folder, for what only it reads (a METADATA without a plain
+    Name header, an egg-info's installed-files.txt)."""
+    import pathlib
+    from importlib import metadata
+
+    return metadata.PathDistribution(pathlib.Path(meta_dir))
+
+
 def _name_version(meta_dir: str) -> tuple[str, str]:
     """Name and Version from the header block of METADATA / PKG-INFO.
 
@@ -232,7 +277,9 @@ def _name_version(meta_dir: str) -> tuple[str, str]:
     """
     for base in ("METADATA", "PKG-INFO"):
         path = os.path.join(meta_dir, base) if os.path.isdir(meta_dir) else meta_dir
-        data = read_regular(path, 64 * 1024)
+        data = read_regular(path, 8 * 1024)
+        if data is not None and len(data) == 8 * 1024 and b"\n\n" not in data:
+            data = read_regular(path, 64 * 1024)  # the headers go on (most end in the first 8 KB: a description follows)
         if data is None:
             continue
         head = data.decode("utf-8", "replace")
@@ -259,6 +306,13 @@ def _read_record(path: str) -> list[str]:
     if data is None:
         raise OSError(f"{path}: not a regular file")
     text = data.decode("utf-8", "surrogateescape")
+    if '"' not in text and "\0" not in text:
+        # No field quoted (nearly every RECORD): each line's first field is the text before its first
+        # comma, as csv.reader reads it (its line ends: \r\n, \r, \n), in half the time.  Whether it
+        # refuses a NUL depends on the Python, and a field over its limit is an error: both left to it.
+        lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        if max(map(len, lines)) <= csv.field_size_limit():
+            return [first for line in lines if (first := line.partition(",")[0])]
     return [row[0] for row in csv.reader(io.StringIO(text, newline="")) if row and row[0]]
 
 
@@ -270,23 +324,38 @@ class InstalledDistribution(Artifact):
         super().__init__(ArtifactRef(ArtifactKind.INSTALLED, site, name, version))
         self.meta_dir = meta_dir
         self._record: list[str] | None = None
-        record = os.path.join(meta_dir, "RECORD")
+        #: a dist-info's RECORD is read when first needed (:attr:`record`): a snapshot's hit needs only its stat
+        self._record_read = not meta_dir.endswith(".dist-info")
         try:
-            if meta_dir.endswith(".dist-info"):
-                # RECORD read with csv: importlib.metadata's `files` builds a
-                # PackagePath per line, 2 s of the 3 s `env` took on 43,000 files.
-                self._record = _read_record(record) if os.path.isfile(record) else None
-            elif dist is not None and os.path.isfile(os.path.join(meta_dir, "installed-files.txt")):
-                files = dist.files  # egg-info installed by pip: paths relative to the egg-info
+            if self._record_read and os.path.isfile(os.path.join(meta_dir, "installed-files.txt")):
+                # egg-info installed by pip: paths relative to the egg-info
+                files = (dist or _path_distribution(meta_dir)).files
                 self._record = None if files is None else [str(f) for f in files]
             # else: an egg-info with only SOURCES.txt (a development checkout on
             # sys.path) lists paths relative to the project root, not to the
             # site dir: the top_level.txt packages are the members instead.
         except Exception as exc:  # noqa: BLE001 - a broken RECORD is reported, not fatal
-            self.problem("CU002", f"{name}: unreadable RECORD ({exc})", member=os.path.basename(meta_dir))
-            self._record = None
+            self._unreadable(exc)
         #: member path -> file outside the site dir (sources of an editable install)
         self._outside: dict[str, str] = {}
+
+    @property
+    def record(self) -> list[str] | None:
+        """The paths the RECORD lists (None: no RECORD, or one that cannot be read: CU002)."""
+        if not self._record_read:
+            self._record_read = True
+            path = os.path.join(self.meta_dir, "RECORD")
+            try:
+                # RECORD read with csv: importlib.metadata's `files` builds a
+                # PackagePath per line, 2 s of the 3 s `env` took on 43,000 files.
+                self._record = _read_record(path) if os.path.isfile(path) else None
+            except Exception as exc:  # noqa: BLE001 - a broken RECORD is reported, not fatal
+                self._unreadable(exc)
+        return self._record
+
+    def _unreadable(self, exc: Exception) -> None:
+        self.problem("CU002", f"{self.ref.name}: unreadable RECORD ({exc})", member=os.path.basename(self.meta_dir))
+        self._record = None
 
     def list_members(self) -> list[Member]:
         members = self._site_members()
@@ -303,27 +372,31 @@ class InstalledDistribution(Artifact):
                 members.append(Member(rel, classify(rel), st.st_size, stat_key(st, full)))
         return members
 
+    def _editable(self) -> bool:
+        """Whether this is an editable install (PEP 660)."""
+        # `pip install -e` records it in direct_url.json; setuptools' editable
+        # wheels also name their files __editable__* (installed from a wheel
+        # file, direct_url.json says archive_info instead).
+        return _editable_names(self.record or ()) or self._editable_by_direct_url()
+
+    def _editable_by_direct_url(self) -> bool:
+        try:
+            return bool(json.loads(read_regular(os.path.join(self.meta_dir, "direct_url.json")) or b"{}")
+                        .get("dir_info", {}).get("editable"))
+        except (ValueError, AttributeError, RecursionError):
+            return False
+
     def _editable_files(self) -> dict[str, str]:
         """Files of an editable install (PEP 660), by import path: its sources live
         outside the site dir, where a `.pth` path line or setuptools' finder
         module (`__editable___*_finder.py`, its MAPPING read with `ast`, never
         imported) points.  A GPU package built in place keeps its `.so` there."""
-        # `pip install -e` records it in direct_url.json; setuptools' editable
-        # wheels also name their files __editable__* (installed from a wheel
-        # file, direct_url.json says archive_info instead).
-        editable = any("__editable__" in rel and os.path.basename(rel).startswith("__editable__") for rel in self._record or ())
-        if not editable:
-            try:
-                editable = bool(json.loads(read_regular(os.path.join(self.meta_dir, "direct_url.json")) or b"{}")
-                                .get("dir_info", {}).get("editable"))
-            except (ValueError, AttributeError, RecursionError):
-                return {}
-        if not editable:
+        if not self._editable():
             return {}
         site = self.ref.path
         tops = _top_level(self.meta_dir)
         packages: dict[str, str] = {}  # import name -> path of the package dir or module, without suffix
-        for rel in self._record or []:
+        for rel in self.record or []:
             full = os.path.join(site, rel)
             base = os.path.basename(rel)
             if rel.endswith(".pth") and "/" not in rel:
@@ -365,27 +438,13 @@ class InstalledDistribution(Artifact):
     def _site_members(self) -> list[Member]:
         site = self.ref.path
         rel_meta = os.path.basename(self.meta_dir)
-        files = self._record
+        files = self.record
         if files is None:
             # No RECORD (egg-info, some conda packages): the metadata folder and top-level packages.
             files = self._files_without_record()
         members: list[Member] = []
-        seen: set[str] = set()
         prefix = site if site.endswith(os.sep) else site + os.sep
-        for rel in files:
-            if "\\" in rel:
-                rel = rel.replace("\\", "/")
-            if rel.startswith("/") or "./" in rel or "//" in rel or rel.endswith((".", "/")):
-                norm = os.path.normpath(rel).replace(os.sep, "/")
-                if norm.startswith("../") or os.path.isabs(norm):
-                    continue  # scripts in bin/ and headers live outside the site dir
-            else:
-                norm = rel  # already normal, as installers write nearly every line (listing 49 k files is the cached run)
-            if norm in seen:
-                continue
-            seen.add(norm)
-            if norm.endswith(".pyc"):
-                continue  # bytecode: never analysed, not even stat'ed
+        for norm in _site_paths(files):
             full = prefix + norm
             try:
                 st = os.stat(full)
@@ -404,6 +463,58 @@ class InstalledDistribution(Artifact):
                     members.append(Member(f"{rel_meta}/{name}", classify(f"{rel_meta}/{name}"), os.path.getsize(full), stat_key(os.stat(full), f"{rel_meta}/{name}")))
         return members
 
+    def listing_key(self, hint: Any = None) -> tuple[str, Any] | None:
+        """What this distribution's listing follows from, without listing it: the RECORD's ``stat`` and
+        paths, and the ``stat`` of each path (mode and :func:`~cuaudit.inputs.identity.file_identity`).
+        Member kinds and keys follow from these and cuaudit's code.
+
+        The hint is (the RECORD's identity, whether its names make an editable install, its paths):
+        given the hint of the last run, a RECORD of the same identity is not read again.  None where
+        the listing reads more than that (an egg-info, no RECORD or an unreadable one, an editable
+        install's sources, the METADATA found outside a RECORD that lists none): those are listed.  A
+        cached ``env`` of 49,549 files spent most of its time building the members this does without."""
+        if not self.meta_dir.endswith(".dist-info"):
+            return None
+        try:
+            st = os.stat(os.path.join(self.meta_dir, "RECORD"))
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        record = file_identity(st)
+        if isinstance(hint, tuple) and len(hint) == 3 and hint[0] == record:
+            _, by_names, paths = hint
+        else:
+            files = self.record
+            if files is None:
+                return None
+            by_names, paths = _editable_names(files), _site_paths(files)
+        if by_names or self._editable_by_direct_url():
+            return None
+        meta = os.path.basename(self.meta_dir) + "/"
+        has_meta = False
+        out = [self.meta_dir, record, repr(self.problems)]
+        put = out.append
+        try:
+            # the paths are relative and never leave the site dir (_site_paths): stat'ed from it, the
+            # kernel walks only their own parts, not the site dir's every time (a sixth of the stat time)
+            site = os.open(self.ref.path, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+        except OSError:
+            return None
+        try:
+            for norm in paths:
+                try:
+                    st = os.stat(norm, dir_fd=site)
+                except OSError:
+                    put(f"{norm}\0-")
+                    continue
+                if not has_meta and norm.startswith(meta) and stat.S_ISREG(st.st_mode):
+                    has_meta = True
+                put(f"{norm}\0{st.st_mode}:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}")
+        finally:
+            os.close(site)
+        return ("\n".join(out), (record, by_names, paths)) if has_meta else None
+
     def _files_without_record(self) -> list[str]:
         site = self.ref.path
         out: list[str] = []
@@ -420,6 +531,33 @@ class InstalledDistribution(Artifact):
     def fs_path(self, path: str) -> str:
         outside = self._outside.get(path)
         return outside if outside is not None else os.path.join(self.ref.path, *path.split("/"))
+
+
+def _editable_names(files: list[str]) -> bool:
+    """Whether a RECORD names the files of a setuptools editable wheel (``__editable__*``)."""
+    return "__editable__" in "\n".join(files) and any(os.path.basename(rel).startswith("__editable__") for rel in files)
+
+
+def _site_paths(files: list[str]) -> list[str]:
+    """The paths of ``files`` (as a RECORD lists them) under the site dir, normalised, each once;
+    bytecode left out (never analysed, not even stat'ed: importing rewrites it)."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for rel in files:
+        if "\\" in rel:
+            rel = rel.replace("\\", "/")
+        if rel.startswith("/") or "./" in rel or "//" in rel or rel.endswith((".", "/")):
+            norm = os.path.normpath(rel).replace(os.sep, "/")
+            if norm.startswith("../") or os.path.isabs(norm):
+                continue  # scripts in bin/ and headers live outside the site dir
+        else:
+            norm = rel  # already normal, as installers write nearly every line (listing 49 k files is the cached run)
+        if norm in seen:
+            continue
+        seen.add(norm)
+        if not norm.endswith(".pyc"):
+            out.append(norm)
+    return out
 
 
 def _top_level(meta_dir: str) -> list[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from cuaudit.model import ArtifactRef, EnvironmentInfo, Finding, Fix, Location, Skipped
+from cuaudit.model import ArtifactRef, EnvironmentInfo, Finding, Fix, Location, Severity, Skipped
 from cuaudit.escape import printable, valid_unicode_deep
 from cuaudit.report.json_text import dumps
 
@@ -23,9 +23,16 @@ def artifact_dict(ref: ArtifactRef) -> dict[str, Any]:
     return {"kind": str(ref.kind), "path": ref.path, "name": ref.name or None, "version": ref.version or None}
 
 
-def location_dict(loc: Location) -> dict[str, Any]:
+def location_dict(loc: Location, artifacts: dict[ArtifactRef, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """``artifacts``: the artifact dicts already made (a report has a few hundred artifacts and
+    thousands of findings); they are shared, not copied."""
+    artifact = artifacts.get(loc.artifact) if artifacts is not None else None
+    if artifact is None:
+        artifact = artifact_dict(loc.artifact)
+        if artifacts is not None:
+            artifacts[loc.artifact] = artifact
     return {
-        "artifact": artifact_dict(loc.artifact),
+        "artifact": artifact,
         "member": loc.member,
         "line": loc.line,
         "column": loc.column,
@@ -35,21 +42,27 @@ def location_dict(loc: Location) -> dict[str, Any]:
     }
 
 
-def finding_dict(f: Finding, names: dict[str, str] | None = None) -> dict[str, Any]:
-    """``names``: rule names already looked up, by code (a report repeats a few codes thousands of times)."""
-    from cuaudit.rules import info
+#: str() of each severity (an enum's name is a property: a lookup is a tenth of the time)
+_SEVERITY = {s: str(s) for s in Severity}
 
+
+def finding_dict(f: Finding, names: dict[str, str] | None = None,
+                 artifacts: dict[ArtifactRef, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """``names``: rule names already looked up, by code (a report repeats a few codes thousands of times);
+    ``artifacts``: see :func:`location_dict`."""
     name = names.get(f.code) if names is not None else None
     if name is None:
+        from cuaudit.rules import info
+
         name = info(f.code).name
         if names is not None:
             names[f.code] = name
     return {
         "code": f.code,
         "rule": name,
-        "severity": str(f.severity),
+        "severity": _SEVERITY[f.severity],
         "message": printable(f.message),
-        "location": location_dict(f.location),
+        "location": location_dict(f.location, artifacts),
         "fix": None if f.fix is None else fix_dict(f.fix),
         "evidence": _jsonable(f.evidence),
         "origin": f.origin,
@@ -76,13 +89,13 @@ def fix_dict(fix: Fix) -> dict[str, Any]:
     }
 
 
-def skipped_dict(s: Skipped) -> dict[str, Any]:
-    return {"location": location_dict(s.location), "reason": printable(s.reason), "code": s.code or None}
+def skipped_dict(s: Skipped, artifacts: dict[ArtifactRef, dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"location": location_dict(s.location, artifacts), "reason": printable(s.reason), "code": s.code or None}
 
 
 def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, dict):  # a string, what evidence holds most, without a call
+        return {k if type(k) is str else str(k): v if type(v) is str else _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
         items = [_jsonable(v) for v in value]
         return sorted(items, key=str) if isinstance(value, (set, frozenset)) else items
@@ -115,6 +128,7 @@ def _document(report: "Report") -> dict[str, Any]:
     env = report.environment
     counts = report.counts()
     rule_names: dict[str, str] = {}
+    artifacts: dict[ArtifactRef, dict[str, Any]] = {}
     return {
         "schema_version": SCHEMA_VERSION,
         "tool": {"name": "cuaudit", "version": report.tool_version},
@@ -131,8 +145,8 @@ def _document(report: "Report") -> dict[str, Any]:
             "exit_code": report.exit_code(),
         },
         "rules": report.rules,
-        "findings": [finding_dict(f, rule_names) for f in report.findings],
-        "skipped": [skipped_dict(s) for s in report.skipped],
+        "findings": [finding_dict(f, rule_names, artifacts) for f in report.findings],
+        "skipped": [skipped_dict(s, artifacts) for s in report.skipped],
         "probes": [
             {"what": p.what, "command": p.command, "seconds": p.seconds, "outcome": p.outcome} for p in report.probes
         ],

@@ -97,6 +97,12 @@ class Rule:
         """Yield findings.  Engine-emitted rules (CU0xx) yield nothing here."""
         return ()
 
+    def ahead(self, ctx: "RuleContext") -> None:
+        """Name the facts read on demand that :meth:`check` will read in bulk, with
+        ``ctx.prefetch(..., ahead=True)``: the engine asks every rule before any runs, and the
+        workers extract them while the parent computes what other rules read (nothing else
+        changes; a rule that names nothing loses nothing)."""
+
     # -- helpers ------------------------------------------------------------
     @classmethod
     def finding(

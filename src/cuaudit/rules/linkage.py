@@ -319,6 +319,25 @@ def _constructors(lk: Linkage, i: int, member: str, facts: ElfFacts, usage: dict
     return 0
 
 
+class _Imports:
+    """The modules of its own table each module's unguarded imports import (with their parents),
+    in order, once per module: every package's walk of :meth:`ImportLoadsGpuLibraries._analyse`
+    crosses the modules of the packages it imports again."""
+
+    def __init__(self, ctx: Any) -> None:
+        self.ctx = ctx
+        self._of: dict[tuple[int, str], list[str]] = {}
+
+    def of(self, table: dict, mod: str) -> list[str]:
+        key = (id(table), mod)
+        got = self._of.get(key)
+        if got is None:
+            i, path, is_ext = table[mod]
+            facts = None if is_ext else self.ctx.fact("module_imports", self.ctx.artifacts[i], path)
+            got = self._of[key] = [t for t in _imported(facts, mod, path) if t in table] if facts is not None else []
+        return got
+
+
 def _imported(facts: Any, mod: str, path: str) -> list[str]:
     """The modules (with their parents) that the unguarded imports of ``mod``'s module_imports import."""
     package = mod if path.endswith("__init__.py") else mod.rpartition(".")[0]
@@ -386,7 +405,8 @@ class ImportLoadsGpuLibraries(LinkageRule):
                     tops_of.setdefault(i, set()).add(mn[0].split(".")[0])
         walked = [(modules[lk.resolver.art_ns[i]], sorted(tops_of.get(i, ()))) for i, art in enumerate(ctx.artifacts)
                   if art.ref.kind in (ArtifactKind.WHEEL, ArtifactKind.INSTALLED, ArtifactKind.TREE)]
-        self._prefetch(ctx, walked)
+        imports = _Imports(ctx)
+        self._prefetch(ctx, walked, imports)
         for i, art in enumerate(ctx.artifacts):
             if art.ref.kind not in (ArtifactKind.WHEEL, ArtifactKind.INSTALLED, ArtifactKind.TREE):
                 continue
@@ -396,30 +416,37 @@ class ImportLoadsGpuLibraries(LinkageRule):
             for top in tops:
                 if top not in table:
                     continue
-                f = self._analyse(ctx, lk, table, top)
+                f = self._analyse(ctx, lk, table, top, imports)
                 if f is not None:
                     yield f
 
     @staticmethod
-    def _prefetch(ctx: Any, walked: list[tuple[dict, list[str]]]) -> None:
-        """Extract the imports every walk of :meth:`_analyse` reads, one batch per level of all
-        the walks at once (each walk alone would read them one module at a time)."""
-        frontier = [(table, top) for table, tops in walked for top in tops if top in table]
-        seen = {(id(table), top) for table, top in frontier}
-        while frontier:
-            ctx.prefetch("module_imports", [(ctx.artifacts[table[mod][0]], table[mod][1])
-                                            for table, mod in frontier if not table[mod][2]])
-            nxt = []
-            for table, mod in frontier:
-                i, path, is_ext = table[mod]
-                facts = None if is_ext else ctx.fact("module_imports", ctx.artifacts[i], path)
-                for t in _imported(facts, mod, path) if facts is not None else ():
-                    if t in table and (id(table), t) not in seen:
-                        seen.add((id(table), t))
-                        nxt.append((table, t))
-            frontier = nxt
+    def _prefetch(ctx: Any, walked: list[tuple[dict, list[str]]], imports: "_Imports") -> None:
+        """Extract the imports every walk of :meth:`_analyse` reads, for all the walks at once: a
+        walk of the facts the workers run ahead of (each walk alone would read them one module
+        at a time)."""
+        at: dict[tuple[int, str], tuple[dict, str]] = {}  # (id(artifact), member) -> (its table, module)
+        seen: set[tuple[int, str]] = set()
 
-    def _analyse(self, ctx: Any, lk: Linkage, table: dict, top: str) -> Finding | None:
+        def named(table: dict, mods: Iterable[str]) -> list[tuple[Any, str, str]]:
+            out = []
+            for mod in mods:
+                if (id(table), mod) in seen:
+                    continue
+                seen.add((id(table), mod))
+                i, path, is_ext = table[mod]
+                if not is_ext:
+                    at[(id(ctx.artifacts[i]), path)] = (table, mod)
+                    out.append((ctx.artifacts[i], path, "module_imports"))
+            return out
+
+        def follow(artifact: Any, path: str, _extractor: str) -> list[tuple[Any, str, str]]:
+            table, mod = at[(id(artifact), path)]
+            return named(table, imports.of(table, mod))
+
+        ctx.walk([fact for table, tops in walked for fact in named(table, [t for t in tops if t in table])], follow)
+
+    def _analyse(self, ctx: Any, lk: Linkage, table: dict, top: str, imports: "_Imports") -> Finding | None:
         i0, path0, _ = table[top]
         art0 = ctx.artifacts[i0]
         parent: dict[str, str | None] = {top: None}
@@ -427,15 +454,11 @@ class ImportLoadsGpuLibraries(LinkageRule):
         extensions: list[str] = []
         while queue:
             mod = queue.popleft()
-            i, path, is_ext = table[mod]
-            if is_ext:
+            if table[mod][2]:
                 extensions.append(mod)
                 continue
-            facts = ctx.fact("module_imports", ctx.artifacts[i], path)
-            if facts is None:
-                continue
-            for t in _imported(facts, mod, path):
-                if t in table and t not in parent:
+            for t in imports.of(table, mod):
+                if t not in parent:
                     parent[t] = mod
                     queue.append(t)
         # native closure of each extension module

@@ -213,6 +213,17 @@ class _SourceRule(Rule):
 
         yield from ctx.memo("promotion.source_facts", read)
 
+    def ahead(self, ctx: "RuleContext") -> None:
+        def name() -> bool:
+            from cuaudit.inputs import is_test_path
+
+            ctx.prefetch("promotion_source", [(art, m.path) for art in ctx.artifacts for m in art.members
+                                              if not (art.ref.kind is ArtifactKind.INSTALLED and is_test_path(m.path))],
+                         ahead=True)
+            return True
+
+        ctx.memo("promotion.ahead", name)  # once for the family
+
 
 class FusedPythonScalar(_SourceRule):
     """## What it does
