@@ -59,24 +59,31 @@ def inflate(image: _Image) -> tuple[int, bytes] | None:
 
 
 def split_strings(image: _Image, blob: bytes) -> list[bytes] | None:
-    """The string constants, cut at the lengths of the index array (None when it is not found)."""
+    """The string constants, cut at the lengths of the index array (None when it is not found).
+
+    The index is the longest run of 32-bit values in .rodata (the first such run if several)
+    that adds up to the blob's size.  No value of such a run is larger than the size: only the
+    stretches of such values are added up (.rodata is mostly text and larger numbers).
+    """
     _addr, ro = image.section_bytes(".rodata")
     n = len(ro) // 4
     if n == 0:
         return None
     total = len(blob)
     values = struct.unpack_from(f"<{n}I", ro)
-    first_at: dict[int, int] = {0: 0}
-    acc = 0
+    small = bytes(map(total.__ge__, values))  # 1 where a value is not larger than the size
     best: tuple[int, int] | None = None
-    for i, v in enumerate(values):
-        acc += v
-        j = first_at.get(acc - total)
-        if j is not None and i + 1 - j >= 2:
-            cand = values[j : i + 1]
-            if max(cand) <= total and (best is None or (i + 1 - j) > best[1] - best[0]):
+    for stretch in _STRETCH.finditer(small):
+        start, stop = stretch.span()
+        # first_at: the first index at which the sum from the stretch's start takes each value
+        first_at: dict[int, int] = {0: start}
+        acc = 0
+        for i in range(start, stop):
+            acc += values[i]
+            j = first_at.get(acc - total)
+            if j is not None and i + 1 - j >= 2 and (best is None or (i + 1 - j) > best[1] - best[0]):
                 best = (j, i + 1)
-        first_at.setdefault(acc, i + 1)
+            first_at.setdefault(acc, i + 1)
     if best is None:
         return None
     out, pos = [], 0
@@ -86,6 +93,8 @@ def split_strings(image: _Image, blob: bytes) -> list[bytes] | None:
     return out
 
 
+#: two or more values in a row not larger than the blob's size (see split_strings)
+_STRETCH = re.compile(rb"\x01{2,}")
 
 
 def lzss_decompress(src: bytes, size: int) -> bytes | None:
@@ -114,8 +123,7 @@ def lzss_decompress(src: bytes, size: int) -> bytes | None:
                     ref = len(out) - back - length
                     if ref < 0:
                         return None
-                    for i in range(length):  # may overlap its own output
-                        out.append(out[ref + i])
+                    out += out[ref : ref + length]  # ends `back` bytes before the end: copied whole
                 if len(out) >= size:
                     return bytes(out[:size]) if len(out) == size else None
                 flags >>= 1
@@ -129,7 +137,14 @@ def locate(image: _Image, tracker, imported) -> tuple[int | None, bytes] | None:
     zlib (3.2 default): the stream in .rodata, passed to PyMemoryView_FromMemory.
     LZSS (3.3 default): ``PyBytes_FromStringAndSize(NULL, size)`` for the output,
     then the compressed ``cstring`` is the next .rodata address the code loads.
+    Found once per image (a module without an ABI marker is recognised by it, then read).
     """
+    if "_located" not in image.__dict__:
+        image._located = _locate(image, tracker, imported)
+    return image._located
+
+
+def _locate(image: _Image, tracker, imported) -> tuple[int | None, bytes] | None:
     users: dict[str, list[int]] = {}
     for name in ("PyMemoryView_FromMemory", "PyBytes_FromStringAndSize"):
         stubs, slots = imported.get(name, (set(), set()))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import struct
 from dataclasses import dataclass, field
+from itertools import compress
 
 from cuaudit.formats.elf import EM_X86_64, ElfImage
 from cuaudit.model import InputError
@@ -116,11 +117,18 @@ class _Image:
         return s.addr, self.elf.section_bytes(s)
 
     def in_section(self, vaddr: int, *names: str) -> bool:
-        for n in names:
-            s = self.section(n)
-            if s and s[0] <= vaddr < s[0] + s[2]:
+        for lo, hi in self.ranges(names):
+            if lo <= vaddr < hi:
                 return True
         return False
+
+    def ranges(self, names: tuple[str, ...]) -> list[tuple[int, int]]:
+        """[addr, end) of each of the named sections the image has (asked per pointer: kept by names)."""
+        cache = self.__dict__.setdefault("_ranges", {})
+        found = cache.get(names)
+        if found is None:
+            found = cache[names] = [(s[0], s[0] + s[2]) for s in map(self.section, names) if s]
+        return found
 
     def function_starts(self) -> list[int]:
         return self.elf.function_starts()
@@ -140,11 +148,16 @@ class _Image:
     def _imported_functions(self, wanted: frozenset[str]) -> dict[str, tuple[set[int], set[int]]]:
         names = self.elf.dynsym_names()
         slots: dict[int, str] = {}
+        # the relocations of the wanted symbols, picked in C (.rela.dyn holds thousands of others)
+        symbols = {i for i, name in enumerate(names) if i and name in wanted}
         for rel in (".rela.plt", ".rela.dyn"):
-            for r_offset, r_info, _add in self._relocations(rel):
-                rtype, sym = r_info & 0xFFFFFFFF, r_info >> 32
-                if rtype in (6, 7) and 0 < sym < len(names) and names[sym] in wanted:  # GLOB_DAT, JUMP_SLOT
-                    slots[r_offset] = names[sym]
+            _addr, data = self.section_bytes(rel)
+            flat = struct.unpack_from(f"<{len(data) // 24 * 3}Q", data)
+            infos = flat[1::3]
+            wanted_rows = map(symbols.__contains__, map((32).__rrshift__, infos))  # r_info >> 32: the symbol
+            for r_offset, r_info in compress(zip(flat[0::3], infos), wanted_rows):
+                if r_info & 0xFFFFFFFF in (6, 7):  # GLOB_DAT, JUMP_SLOT
+                    slots[r_offset] = names[r_info >> 32]
         out: dict[str, tuple[set[int], set[int]]] = {n: (set(), set()) for n in wanted}
         for slot, name in slots.items():
             out[name][1].add(slot)
@@ -208,10 +221,7 @@ class _Tracker:
     """
 
     def __init__(self, image: _Image) -> None:
-        import capstone
-
-        self.cs = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
-        self.cs.skipdata = True
+        self.cs = _disassembler()
         self.image = image
         taddr, toff, tsize = image.section(".text") or (0, 0, 0)
         self.text = (taddr, toff, tsize)
@@ -312,21 +322,20 @@ class _Tracker:
         if len(memo) > _OPS_MAX:
             memo.clear()
         append = ops.append
-        for address, size, mnem, operands in self.cs.disasm_lite(self.code(start, end), start):
+        at, stop = self._at, end
+        get = at.get
+        for i, (address, size, mnem, operands) in enumerate(self.cs.disasm_lite(self.code(start, end), start)):
             nxt = address + size
             if "rip" in operands:  # the only operands whose meaning depends on the address
                 append((address, nxt, _op(mnem, operands, nxt)))
-                continue
-            key = (mnem, operands)
-            op = memo.get(key)
-            if op is None:
-                op = memo[key] = _op(mnem, operands, nxt)
-            append((address, nxt, op))
-        at, stop = self._at, end
-        for i, op in enumerate(ops):
-            known = at.get(op[0])
+            else:
+                op = memo.get((mnem, operands))
+                if op is None:
+                    op = memo[(mnem, operands)] = _op(mnem, operands, nxt)
+                append((address, nxt, op))
+            known = get(address)
             if known is None or known[2] < stop:  # the sweep that went further serves more ranges
-                at[op[0]] = (ops, i, stop)
+                at[address] = (ops, i, stop)
         return ops
 
     def _run(self, start, end, on_call, regs, on_load, back, arrivals, seeds) -> dict:
@@ -350,17 +359,9 @@ class _Tracker:
                 dead = False
             elif seeds and address in seeds:
                 regs = {**regs, **seeds[address]}
-            if code == _KILL:
-                regs.pop(a, None)
-            elif code == _SKIP:
+            # (the codes in the order of how often they come: a quarter of the instructions write nothing tracked)
+            if code == _SKIP:
                 pass
-            elif code == _SET:
-                regs[a] = b
-            elif code == _COPY:
-                if b in regs:
-                    regs[a] = regs[b]
-                else:
-                    regs.pop(a, None)
             elif code == _JUMP:
                 if a is not None:
                     if a > address:
@@ -370,6 +371,13 @@ class _Tracker:
                         back[a] = dict(regs)
                 if b:
                     dead = True
+            elif code == _SET:
+                regs[a] = b
+            elif code == _COPY:
+                if b in regs:
+                    regs[a] = regs[b]
+                else:
+                    regs.pop(a, None)
             elif code == _CALL:
                 result = on_call(CallSite(address, a if a is not None else 0, regs))
                 for r in _CLOBBERED:
@@ -378,6 +386,8 @@ class _Tracker:
                     regs["rax"] = result
                 elif a is not None:
                     regs["rax"] = ("ret", a)
+            elif code == _KILL:
+                regs.pop(a, None)
             elif code == _RET:
                 dead = True
             elif code == _LOAD:
@@ -407,6 +417,21 @@ class _Tracker:
                 else:
                     regs.pop(a, None)
         return regs
+
+
+def _disassembler():
+    """One capstone handle (x86-64, data skipped) for every tracker of the process: opening one costs
+    more than reading a small module's call sites.  Extraction runs one member at a time per process."""
+    global _CS
+    if _CS is None:
+        import capstone
+
+        _CS = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
+        _CS.skipdata = True
+    return _CS
+
+
+_CS = None
 
 
 # What one instruction does to the tracked state, worked out once when its range is decoded

@@ -379,8 +379,15 @@ def _read_typedefs(image: _Image, module: str) -> list[TypeDef]:
     """Static ``PyTypeObject``s of the module: ``tp_name`` (a relocated pointer) then ``tp_basicsize``."""
     out: list[TypeDef] = []
     prefix = module + "."
+    # a tp_name is a C string that starts with the module's name: its bytes are looked at before
+    # it is read as text (most relocated pointers in data point at anything else)
+    head = prefix.encode("utf-8")
+    data, offset, in_data = image.data, image.offset, image.ranges((".data", ".data.rel.ro", ".data.rel"))
     for where, value in image.rela_relative().items():
-        if not image.in_section(where, ".data", ".data.rel.ro", ".data.rel"):
+        if not any(lo <= where < hi for lo, hi in in_data):
+            continue
+        at = offset(value)
+        if at is None or not data.startswith(head, at):
             continue
         name = image.cstr(value, 512)
         if not name or not name.startswith(prefix) or not _IDENT.match(name[len(prefix) :]):

@@ -29,6 +29,9 @@ from cuaudit.formats.elf import SHT_NOBITS
 from cuaudit.model import Member, MemberKind
 
 _DOTTED = re.compile(rb"[A-Za-z_][A-Za-z0-9_]{0,64}(?:\.[A-Za-z_][A-Za-z0-9_]{0,64}){1,8}")
+#: a whole run of the bytes a dotted name is made of, that holds a dot: no match crosses the end
+#: of one (it starts where a run starts; a run without a dot fails at its first byte)
+_DOTTED_RUN = re.compile(rb"(?<![A-Za-z0-9_.])[A-Za-z0-9_]*\.[A-Za-z0-9_.]*")
 _ZLIB_HEADERS = (b"\x78\x9c", b"\x78\xda")  # zlib.compress() defaults and level 9
 _SECTIONS = (".rodata", ".data.rel.ro", ".data", ".rdata")
 #: extension modules above this size are not scanned (they are libraries, not Cython modules)
@@ -62,29 +65,49 @@ def is_extension_module_name(path: str) -> bool:
     return bool(stem) and stem.isidentifier() and not stem.startswith("lib")
 
 
-_IDENT = re.compile(rb"(?<=\x00)[A-Za-z_][A-Za-z0-9_]{1,64}(?=\x00)")
+_IDENT = re.compile(rb"[A-Za-z_][A-Za-z0-9_]{1,64}")
 
 
-def identifier_strings(data: bytes) -> tuple[str, ...]:
-    return tuple(sorted({m.group().decode("ascii") for m in _IDENT.finditer(data)}))
+def c_strings(data: bytes) -> set[bytes]:
+    """The distinct strings of ``data`` that a NUL ends and a NUL starts (the first and last run of
+    bytes are not: nothing says they are whole)."""
+    return set(data.split(b"\0")[1:-1])
 
 
-_WHOLE = re.compile(rb"(?<=\x00)" + _DOTTED.pattern + rb"(?=\x00)")
+def identifier_strings(data: bytes, strings: "set[bytes] | None" = None) -> tuple[str, ...]:
+    """Identifiers stored as whole C strings (``strings``: :func:`c_strings` of ``data``, when in hand)."""
+    found = c_strings(data) if strings is None else strings
+    return tuple(sorted(s.decode("ascii") for s in found if 2 <= len(s) <= 65 and _IDENT.fullmatch(s)))
+
+
 #: a dotted name in running text: after "import "/"from "/">>> " or a quote, or before " import"/" as "
 _PROSE_BEFORE = (b"import ", b"from ", b">>> ", b"`", b"'", b'"', b"... ")
 _PROSE_AFTER = (b" import", b" as ", b"`", b"(", b"'", b'"')
 
 
-def import_evidence(data: bytes) -> tuple[str, ...]:
-    """Dotted names that a module may import by: whole C strings, and blob names outside prose."""
-    found = {m.group().decode("ascii") for m in _WHOLE.finditer(data)}
-    for out in _inflated_blobs(data):
-        for m in _DOTTED.finditer(out):
+def import_evidence(data: bytes, blobs: "list[bytes] | None" = None,
+                    strings: "set[bytes] | None" = None) -> tuple[str, ...]:
+    """Dotted names that a module may import by: whole C strings, and blob names outside prose.
+
+    ``blobs``: the compressed blobs of ``data`` inflated (:func:`inflated_blobs`), and ``strings``
+    its :func:`c_strings`, when in hand."""
+    found = {s for s in (c_strings(data) if strings is None else strings) if b"." in s and _DOTTED.fullmatch(s)}
+    for out in inflated_blobs(data) if blobs is None else blobs:
+        # a dotted name lies within one run of name bytes that holds a dot (see _dotted_in)
+        for m in (m for run in _DOTTED_RUN.finditer(out) for m in _DOTTED.finditer(out, *run.span())):
+            name = m.group()
+            if name in found:
+                continue  # already evidence: whether this mention is prose changes nothing
             before, after = out[max(0, m.start() - 8) : m.start()], out[m.end() : m.end() + 8]
             if before.endswith(_PROSE_BEFORE) or after.startswith(_PROSE_AFTER):
                 continue
-            found.add(m.group().decode("ascii"))
-    return tuple(sorted(found))
+            found.add(name)
+    return tuple(sorted(name.decode("ascii") for name in found))
+
+
+def inflated_blobs(data: bytes) -> list[bytes]:
+    """What the zlib streams in ``data`` inflate to (Cython 3.2's string tables), in order."""
+    return list(_inflated_blobs(data))
 
 
 def _inflated_blobs(data: bytes):
@@ -104,19 +127,15 @@ def _inflated_blobs(data: bytes):
                 yield out
 
 
-#: a run of the bytes a dotted name is made of: no match crosses the end of one
-_NAME_RUN = re.compile(rb"[A-Za-z0-9_.]+")
-
-
 def _dotted_in(data: bytes) -> set[str]:
     # _DOTTED backtracks up to 65 bytes at every letter of every string: run it only over the
     # runs of name bytes that hold a dot (cupy 14.2.0's extension modules: 0.33 -> 0.1 s)
-    return {m.group().decode("ascii") for run in _NAME_RUN.findall(data) if b"." in run for m in _DOTTED.finditer(run)}
+    return {m.group().decode("ascii") for run in set(_DOTTED_RUN.findall(data)) for m in _DOTTED.finditer(run)}
 
 
-def dotted_strings(data: bytes) -> tuple[str, ...]:
+def dotted_strings(data: bytes, blobs: "list[bytes] | None" = None) -> tuple[str, ...]:
     found = _dotted_in(data)
-    for out in _inflated_blobs(data):
+    for out in inflated_blobs(data) if blobs is None else blobs:
         found |= _dotted_in(out)
     return tuple(sorted(found))
 
@@ -156,5 +175,6 @@ class ExtensionStringsExtractor(Extractor):
         # CUDA extension) and machine code are skipped.
         image = reader.elf()
         data = b"\0".join(image.section_bytes(s) for s in image.sections() if s.name in _SECTIONS and s.type != SHT_NOBITS)
-        return ExtensionModuleStrings(dotted_strings(data), identifier_strings(data), import_evidence(data),
-                                      *numpy_c_api(data))
+        blobs, strings = inflated_blobs(data), c_strings(data)
+        return ExtensionModuleStrings(dotted_strings(data, blobs), identifier_strings(data, strings),
+                                      import_evidence(data, blobs, strings), *numpy_c_api(data))

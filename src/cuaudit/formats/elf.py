@@ -779,6 +779,35 @@ class ElfImage:
                            f"the file ({self.size} bytes)", field=s.name, offset=s.offset, size=self.size)
         return bytes(self.source.read_at(s.offset, s.size))
 
+    def _names(self, offsets: list[int], table: bytes, what: str) -> list[str]:
+        """:meth:`string` of each offset ("" for 0), checked as it checks them, in one loop: a
+        module's thousands of symbols."""
+        spent = self._cache.setdefault("name_bytes", {})
+        total, size, limit = spent.get(what, 0), len(table), _fanout_limit(len(table))
+        find, seen, out = table.find, {}, []
+        append = out.append
+        for off in offsets:
+            if not off:
+                append("")
+                continue
+            if off >= size:
+                spent[what] = total
+                return [self.string(off, table, what)]  # raises the error string() raises
+            end = find(b"\0", off, off + MAX_STRING)
+            if end < 0:
+                spent[what] = total
+                return [self.string(off, table, what)]
+            total += end - off
+            if total > limit:
+                spent[what] = total
+                _check_fanout(self.path, total, size, what)
+            name = seen.get(off)
+            if name is None:
+                name = seen[off] = table[off:end].decode("utf-8", "surrogateescape")
+            append(name)
+        spent[what] = total
+        return out
+
     @_guarded
     def dynsym_names(self) -> list[str]:
         """Every ``.dynsym`` entry's name, by symbol index (what relocations refer to)."""
@@ -791,8 +820,9 @@ class ElfImage:
             strings = self.section_bytes(secs[s.link]) if s.link < len(secs) else b""
             data = self.section_bytes(s)
             step = self.layout.sym.size
-            for (st_name,) in struct.iter_unpack(self.layout.e + "I" + "x" * (step - 4), data[: len(data) - len(data) % step]):
-                out.append(self.string(st_name, strings, ".dynstr") if st_name else "")
+            rows = struct.iter_unpack(self.layout.e + "I" + "x" * (step - 4), data[: len(data) - len(data) % step])
+            offsets = [st_name for (st_name,) in rows]
+            out = self._names(offsets, strings, ".dynstr")
         self._cache["dynsym_names"] = out
         return out
 
