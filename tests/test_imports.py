@@ -136,6 +136,41 @@ def test_chains_guards_and_shadowing():
     assert chains[(9, "", False)] == ("cuda", "nccl", "NcclCommunicator")
 
 
+def test_a_function_shadows_a_name_it_stores_anywhere_in_its_body():
+    # every place a function body stores a name, the parts no chain is looked for in included
+    # (defaults and annotations of a nested def, an `if TYPE_CHECKING:` body, an except type,
+    # a nested class's keywords); `global` takes it back
+    stores = {
+        "plain": "np = other",
+        "tuple": "(a, [*np]) = pair",
+        "loop": "for np in things: pass",
+        "with": "with ctx() as (a, np): pass",
+        "comprehension": "[0 for np in things]",
+        "walrus": "(np := other)",
+        "augmented": "np += 1",
+        "annotated": "np: int = 1",
+        "nested def": "def inner():\n        np = 1",
+        "nested class": "class Inner:\n        np = 1",
+        "default": "def inner(x=(np := 1)): pass",
+        "annotation": "x: (np := int) = 1",
+        "type checking": "if TYPE_CHECKING:\n        np = 1",
+        "except type": "try: pass\n    except (np := Exception): pass",
+        "class keyword": "class Inner(metaclass=(np := Meta)): pass",
+        "lambda default": "f = lambda y=(np := 1): y",
+    }
+    for what, store in stores.items():
+        for declared in ("", "if x:\n        global np\n    "):
+            facts = parse_python_source(f"import numpy as np\ndef f():\n    {declared}{store}\n    return np.linalg.norm\n")
+            chains = [c for c in facts.chains if c.attrs == ("linalg", "norm")]
+            assert [c.shadowed for c in chains] == [not declared], (what, declared)
+    # the signature of a def is evaluated where it is defined: it stores nothing in the def itself
+    facts = parse_python_source("import numpy as np\ndef f(x=[0 for np in y]):\n    return np.linalg.norm\n")
+    assert [c.shadowed for c in facts.chains if c.attrs == ("linalg", "norm")] == [False]
+    # a lambda's body is its own scope: a chain in it is shadowed by its parameters only
+    facts = parse_python_source("import numpy as np\nf = lambda np: np.linalg.norm\ng = lambda: np.linalg.norm\n")
+    assert [c.shadowed for c in facts.chains if c.attrs == ("linalg", "norm")] == [True, False]
+
+
 def test_syntax_error_is_a_fact_not_a_crash():
     f = parse_python_source("def broken(:\n")
     assert f.syntax_error is not None and f.syntax_error.line == 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import sys
 
-from cuaudit.formats.python import LEAVES, parse_python_text, preorder, walk
+from cuaudit.formats.python import LEAVES, PUSH_CHILDREN, _asdl_kinds, parse_python_text, preorder, walk
 
 SOURCE = '''
 import os, sys as system
@@ -88,6 +88,21 @@ def test_preorder_keeps_only_the_asked_types_and_enters_only_the_named_fields():
     names = [ast.unparse(c.func) for c in calls]
     assert names == ["decorate", "call", "after", "guard", "nonlocal_call", "cond"]
     assert all(isinstance(c, ast.Call) for c in calls)
+
+
+def test_the_generated_child_pushers_push_every_child_last_first():
+    tree = parse_python_text(SOURCE).tree
+    seen = set()
+    for node in ast.walk(tree):
+        if isinstance(node, _SINGLETONS) or type(node) in LEAVES:
+            continue
+        # generated from the class's ASDL signature, not the slow per-field fallback
+        assert _asdl_kinds(type(node)) is not None, type(node)
+        stack: list[ast.AST] = []
+        PUSH_CHILDREN[type(node)](node, stack.extend, stack.append)
+        assert stack[::-1] == [n for n in ast.iter_child_nodes(node) if not isinstance(n, _SINGLETONS)]
+        seen.add(type(node))
+    assert {ast.Dict, ast.arguments, ast.MatchClass, ast.Try, ast.JoinedStr} <= seen  # lists with None or names in them
 
 
 def test_segment_is_ast_get_source_segment_over_the_shared_lines():

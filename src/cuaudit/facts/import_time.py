@@ -344,12 +344,14 @@ def _calls_in(node: ast.AST, conds: tuple[Condition, ...]) -> list[Effect]:
 
 
 _CALL = frozenset({ast.Call})
+_DYNAMIC_IMPORTS = ("import_module", "__import__")
 _NOT_LAMBDAS: dict[type, tuple[str, ...]] = {ast.Lambda: ()}
 
 
 def _call_effect(n: ast.Call, conds: tuple[Condition, ...]) -> Effect | None:
-    name = dotted(n.func)
-    if name.rpartition(".")[2] in ("import_module", "__import__") and n.args:
+    func = n.func
+    name = func.id if type(func) is ast.Name else dotted(func)  # type: ignore[attr-defined]
+    if name.endswith(_DYNAMIC_IMPORTS) and name.rpartition(".")[2] in _DYNAMIC_IMPORTS and n.args:
         arg = n.args[0]
         literal = arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else ""
         package = ""
@@ -685,35 +687,51 @@ class _Reader:
     # -- function bodies ------------------------------------------------------------------
     def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> FunctionBody:
         effects: list[Effect] = []
+        append = effects.append
+        computed_import = False  # a dynamic import of a computed name, for _over_literals
+        call_type, attribute_type, subscript_type = ast.Call, ast.Attribute, ast.Subscript
         for sub in _own_nodes(node.body):
             kind = type(sub)
-            if kind is ast.Call:
+            if kind is call_type:
                 effect = _call_effect(sub, ())  # type: ignore[arg-type]
                 if effect is not None:
-                    effects.append(effect)
-                source = _globals_update(sub) if type(sub.func) is ast.Attribute else None  # type: ignore[attr-defined]
-                if source is not None:
-                    # `globals()` in a function is its own module's namespace (cuda.core's
-                    # `_import_versioned_module()`)
-                    effects.append(Effect("globals-update", sub.lineno, value=source))
+                    append(effect)
+                    if effect.kind == "dynamic-import" and effect.expr:
+                        computed_import = True
+                func = sub.func  # type: ignore[attr-defined]
+                if type(func) is attribute_type and func.attr == "update":
+                    source = _globals_update(sub)
+                    if source is not None:
+                        # `globals()` in a function is its own module's namespace (cuda.core's
+                        # `_import_versioned_module()`)
+                        append(Effect("globals-update", sub.lineno, value=source))
             elif kind is ast.Import or kind is ast.ImportFrom:
                 effects.extend(_import_effects(sub, ()))  # type: ignore[arg-type]
-            elif kind is ast.Assign and any(
-                    isinstance(t, ast.Subscript) and dotted(t.value) == "sys.modules" for t in sub.targets):
-                # cryptography's utils.deprecated(): the caller's module is replaced by a wrapper
-                effects.append(Effect("swap", sub.lineno))
-        if any(e.kind == "dynamic-import" and e.expr and not e.loop_var for e in effects):
+            else:  # an assignment
+                for t in sub.targets:  # type: ignore[attr-defined]
+                    if type(t) is subscript_type and dotted(t.value) == "sys.modules":
+                        # cryptography's utils.deprecated(): the caller's module is replaced by a wrapper
+                        append(Effect("swap", sub.lineno))
+                        break
+        if computed_import:
             # the loops are looked for only where _over_literals reads them: a walk of every
             # function body of an environment for them cost more than the effects' own walk
             effects = _over_literals(effects, [n for n in walk(node) if isinstance(n, (ast.For, ast.AsyncFor))], node)
-        nested = {s.name: s for s in node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        body = ends = node.body
         returned = ""
-        last = node.body[-1] if node.body else None
-        if isinstance(last, ast.Return) and isinstance(last.value, ast.Name) and last.value.id in nested:
-            returned = last.value.id
-        raises = _ends_in_raise_attribute_error(nested[returned].body if returned else node.body)
-        params = tuple(a.arg for a in node.args.posonlyargs + node.args.args)
-        classmethod = any(dotted(d) == "classmethod" for d in node.decorator_list)
+        last = body[-1] if body else None
+        if type(last) is ast.Return and type(last.value) is ast.Name:  # type: ignore[union-attr]
+            nested = {s.name: s for s in body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            if last.value.id in nested:  # type: ignore[union-attr]
+                returned = last.value.id  # type: ignore[union-attr]
+                ends = nested[returned].body
+        raises = _ends_in_raise_attribute_error(ends)
+        params = tuple([a.arg for a in node.args.posonlyargs + node.args.args])
+        classmethod = False
+        for d in node.decorator_list:
+            if dotted(d) == "classmethod":
+                classmethod = True
+                break
         # what a call returns is needed only for class methods a computed module name calls
         returns = _returns(node.body) if classmethod else ""
         return FunctionBody(name, node.lineno, tuple(effects), raises, returned, params, returns, classmethod)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping
 
 from cuaudit.facts import CompactState, Extractor, MemberReader, compact
-from cuaudit.formats.python import BACKWARD_FIELDS, LEAVES, PythonModule, parse_python_text, preorder, walk
+from cuaudit.formats.python import LEAVES, PUSH_CHILDREN, PythonModule, parse_python_text, preorder, walk
 from cuaudit.model import Member, MemberKind
 
 # -- the facts -------------------------------------------------------------------
@@ -227,13 +227,26 @@ def python_source_facts(module: PythonModule) -> PythonSourceFacts:
 #: a try whose handlers name AttributeError is an attribute check (the seed's snippet); a
 #: broad `except Exception` is error handling, and its accesses stay ordinary CU104 material
 _CATCH_ALL = ("AttributeError",)
+#: the fields of the nodes that store names (``Name`` in a ``Store`` context, in tuples, lists
+#: and starred targets): the only places a function's locals come from
+_STORE_FIELDS: Mapping[type, tuple[str, ...]] = {
+    ast.Assign: ("targets",), ast.AugAssign: ("target",), ast.AnnAssign: ("target",), ast.For: ("target",),
+    ast.AsyncFor: ("target",), ast.comprehension: ("target",), ast.NamedExpr: ("target",),
+    ast.withitem: ("optional_vars",),
+}
 #: the node types `_walk_nested` treats on their own; every other node only passes the walk on
 _NESTED_SPECIAL = frozenset({
     ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Import, ast.ImportFrom, ast.If,
-    ast.AnnAssign, ast.Try, getattr(ast, "TryStar", ast.Try), ast.Call, ast.Attribute,
+    ast.AnnAssign, ast.Try, getattr(ast, "TryStar", ast.Try), ast.Call, ast.Attribute, ast.Global, *_STORE_FIELDS,
 })
 _TRY_STAR = getattr(ast, "TryStar", ast.Try)
+#: the names of the calls `_Visitor._dynamic_value` records
+_DYNAMIC_CALLS = ("exec", "update", "setattr", "import_module", "__import__")
 _NAMES_AND_GLOBALS = frozenset({ast.Name, ast.Global})
+#: `_walk_nested` steps on `global` statements (a function's locals leave their names out)
+_NESTED_LEAVES = LEAVES - {ast.Global}
+#: what a def or lambda evaluates where it is defined, besides its decorators
+_SIGNATURE_FIELDS = ("args", "returns", "type_params")
 #: where ``_walk_nested`` is: (scope, enclosing functions, guard, caught, inside a def or class)
 _Context = tuple[str, tuple[ast.AST, ...], Any, tuple[str, ...], bool]
 _IN_PACKAGE_TESTS = re.compile(r"[^/]+/(tests|test)/")
@@ -379,6 +392,11 @@ def _chain(node: ast.Attribute) -> tuple[str, tuple[str, ...]] | None:
 class _Visitor:
     def __init__(self, module: PythonModule) -> None:
         self.lines = module.lines
+        # Exact prefilters of two walks of every module-level statement: a `:=` is in the text of
+        # any walrus; the names `_dynamic_value` looks for are in the text of any call of them
+        # (an ASCII text: no other spelling normalizes to them)
+        self.has_walrus = ":=" in module.text
+        self.dynamic_calls_possible = not module.text.isascii() or any(word in module.text for word in _DYNAMIC_CALLS)
         #: ast columns are UTF-8 byte offsets; Locations and Edits count characters (1-based)
         self._col = module.column
         self.bindings: list[Binding] = []
@@ -386,6 +404,10 @@ class _Visitor:
         #: attribute chains as ``_walk_nested`` finds them: (root, attrs, node, scope, functions, guard, caught)
         self.found_chains: list[tuple[str, tuple[str, ...], ast.AST, str, tuple[ast.AST, ...], Any, tuple[str, ...]]] = []
         self.locals_of: dict[ast.AST, frozenset[str]] = {}
+        #: per function (def or lambda): the names stored and declared global anywhere in its
+        #: body, nested scopes included, as ``_walk_nested`` passes them
+        self.stored: dict[ast.AST, set[str]] = {}
+        self.globals_of: dict[ast.AST, set[str]] = {}
         self.tables: dict[str, tuple[str, ...]] = {}
         self.dynamic: list[tuple[int, str]] = []
         self.dynamic_imports: list[str] = []
@@ -563,7 +585,9 @@ class _Visitor:
                     for name in _target_names(t):
                         self.deleted.append((name, line))
             # walrus targets at module level
-            for sub in walk(node) if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.Try, ast.For, ast.While, ast.With)) else ():
+            if not self.has_walrus or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.Try, ast.For, ast.While, ast.With)):
+                continue
+            for sub in walk(node):
                 if isinstance(sub, ast.NamedExpr) and isinstance(sub.target, ast.Name):
                     self._bind(sub.target.id, "assign", line, True)
 
@@ -590,6 +614,8 @@ class _Visitor:
                 self.dynamic.append((line, "__dict__ assignment"))
 
     def _dynamic_value(self, value: ast.AST, line: int) -> None:
+        if not self.dynamic_calls_possible:
+            return
         for sub in walk(value):
             if not isinstance(sub, ast.Call):
                 continue
@@ -654,65 +680,62 @@ class _Visitor:
         enclosing functions, guard, caught, in a def) holds for the nodes popped after it, until
         the next one (a recursive call per node was most of this pass).  A chain is kept as it
         is found and made a fact at the end, once the imports say whether its root can reach a
-        module at all (nine chains in ten are ``self.x.y``): only then are its columns counted
-        and the locals of its functions gathered.
+        module at all (nine chains in ten are ``self.x.y``): only then are its columns counted.
+        The same walk notes, for each enclosing function, the names stored and declared
+        ``global`` in its body (what ``_own_locals`` is made of): a walk of every function body
+        of its own for them cost a third of this pass.  The parts of a function body this walk
+        does not enter (annotations, defaults, ``if TYPE_CHECKING:`` bodies, ``except`` types,
+        a nested class's keywords) are walked for those names alone.
         """
         ctx: _Context = ("module", (), None, (), False)
         scope, functions, guard, caught, in_def = ctx
         stack: list[ast.AST | _Context] = list(roots)[::-1]
         pop, push, extend, found = stack.pop, stack.append, stack.extend, self.found_chains.append
-        special, leaves, fields_of, node_type = _NESTED_SPECIAL, LEAVES, BACKWARD_FIELDS, ast.AST
+        special, leaves, pushers = _NESTED_SPECIAL, _NESTED_LEAVES, PUSH_CHILDREN
+        store_fields, stored, name_type, attribute_type = _STORE_FIELDS, self.stored, ast.Name, ast.Attribute
         future_annotations = self.future_annotations
+        unwalked = self._stores_in
         while stack:
             node = pop()
             t = type(node)
+            if t in leaves:  # names and constants, most of a tree: nothing below them
+                continue
             if t is tuple:
                 ctx = node  # type: ignore[assignment]
                 scope, functions, guard, caught, in_def = ctx
                 continue
             if t in special:
-                if t is ast.FunctionDef or t is ast.AsyncFunctionDef or t is ast.Lambda:
-                    name = getattr(node, "name", "<lambda>")
-                    inner = f"{name}" if scope == "module" else f"{scope}.{name}"
-                    body = node.body if isinstance(node.body, list) else [node.body]
-                    push(ctx)  # after the body
-                    extend(body[::-1])
-                    push((inner, functions + (node,), guard, caught, True))
-                    extend(getattr(node, "decorator_list", [])[::-1])  # in the enclosing scope
+                if t in store_fields:
+                    if functions:
+                        for field in store_fields[t]:
+                            value = getattr(node, field)
+                            for target in value if type(value) is list else (value,):
+                                if type(target) is name_type:
+                                    for f in functions:
+                                        stored[f].add(target.id)
+                                elif target is not None:
+                                    for f in functions:
+                                        stored[f].update(_target_names(target))
+                    if t is not ast.AnnAssign:
+                        pushers[t](node, extend, push)
+                        continue
+                # the most frequent first
+                if t is attribute_type:  # the chain `root.a.b` (the inner attributes not walked again)
+                    attrs_rev = [node.attr]
+                    cur = node.value
+                    while type(cur) is attribute_type:
+                        attrs_rev.append(cur.attr)
+                        cur = cur.value
+                    if type(cur) is name_type:
+                        found((cur.id, tuple(attrs_rev[::-1]), node, scope, functions, guard, caught))
+                        continue
+                    pushers[t](node, extend, push)
                     continue
-                if t is ast.ClassDef:
-                    inner = node.name if scope == "module" else f"{scope}.{node.name}"
-                    push(ctx)
-                    extend(node.body[::-1])
-                    push((inner, functions, guard, caught, True))
-                    extend((node.decorator_list + node.bases)[::-1])
-                    continue
-                if t is ast.Import or t is ast.ImportFrom:
-                    if in_def:
-                        self._record_import(node, scope, True, False, caught)
-                    continue
-                if t is ast.If and _is_type_checking(node.test):
-                    extend(node.orelse[::-1])  # the body never runs
-                    continue
-                if t is ast.AnnAssign:
-                    # annotations are not evaluated under `from __future__ import annotations`
-                    # (and never for local variables)
-                    parts = [node.target] + ([node.value] if node.value is not None else [])
-                    if not future_annotations and not in_def:
-                        parts.append(node.annotation)
-                    extend(parts[::-1])
-                    continue
-                if t is ast.Try or t is _TRY_STAR:
-                    names = tuple(n for h in node.handlers for n in _exc_names(h))
-                    body_guard = ("except", node.lineno, names) if any(n in _CATCH_ALL for n in names) else guard
-                    extend((node.orelse + node.finalbody)[::-1])
-                    for h in reversed(node.handlers):
-                        extend(h.body[::-1])
-                    push(ctx)
-                    extend(node.body[::-1])
-                    push((scope, functions, body_guard, caught + names, in_def))
-                    continue
-                if t is ast.Call and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr"):
+                if t is ast.Call:
+                    func = node.func
+                    if type(func) is not name_type or func.id not in ("hasattr", "getattr"):
+                        pushers[t](node, extend, push)
+                        continue
                     args = node.args
                     if (
                         len(args) >= 2
@@ -726,31 +749,96 @@ class _Visitor:
                             root, attrs = root_attrs
                             kind = "hasattr" if node.func.id == "hasattr" else "getattr-default"
                             found((root, attrs + (args[1].value,), node, scope, functions, (kind, node.lineno, ()), caught))
+                            if functions and node.keywords:
+                                unwalked(node.keywords, functions)
                             extend(args[2:][::-1])
                             continue
-                if t is ast.Attribute:
-                    chain = _chain(node)
-                    if chain is not None:
-                        found((chain[0], chain[1], node, scope, functions, guard, caught))
-                        continue
-            # most nodes: nothing of their own, only children (names and constants have none)
-            for field, mixed in fields_of[t]:
-                value = getattr(node, field, None)
-                if type(value) is list:
-                    extend([v for v in reversed(value) if type(v) not in leaves and isinstance(v, node_type)] if mixed
-                           else [v for v in reversed(value) if type(v) not in leaves])
-                elif value is not None and type(value) not in leaves and isinstance(value, node_type):
-                    push(value)
+                if t is ast.FunctionDef or t is ast.AsyncFunctionDef or t is ast.Lambda:
+                    name = getattr(node, "name", "<lambda>")
+                    inner = f"{name}" if scope == "module" else f"{scope}.{name}"
+                    body = node.body if isinstance(node.body, list) else [node.body]
+                    stored[node], self.globals_of[node] = set(), set()
+                    if functions:  # defaults and annotations are evaluated in the enclosing function
+                        unwalked([v for f in _SIGNATURE_FIELDS if (v := getattr(node, f, None)) is not None], functions)
+                    push(ctx)  # after the body
+                    extend(body[::-1])
+                    push((inner, functions + (node,), guard, caught, True))
+                    extend(getattr(node, "decorator_list", [])[::-1])  # in the enclosing scope
+                    continue
+                if t is ast.ClassDef:
+                    inner = node.name if scope == "module" else f"{scope}.{node.name}"
+                    if functions and node.keywords:
+                        unwalked(node.keywords, functions)
+                    push(ctx)
+                    extend(node.body[::-1])
+                    push((inner, functions, guard, caught, True))
+                    extend((node.decorator_list + node.bases)[::-1])
+                    continue
+                if t is ast.Import or t is ast.ImportFrom:
+                    if in_def:
+                        self._record_import(node, scope, True, False, caught)
+                    continue
+                if t is ast.If and _is_type_checking(node.test):
+                    if functions:
+                        unwalked([node.test, *node.body], functions)
+                    extend(node.orelse[::-1])  # the body never runs
+                    continue
+                if t is ast.AnnAssign:
+                    # annotations are not evaluated under `from __future__ import annotations`
+                    # (and never for local variables)
+                    parts = [node.target] + ([node.value] if node.value is not None else [])
+                    if not future_annotations and not in_def:
+                        parts.append(node.annotation)
+                    elif functions:
+                        unwalked([node.annotation], functions)
+                    extend(parts[::-1])
+                    continue
+                if t is ast.Try or t is _TRY_STAR:
+                    names = tuple(n for h in node.handlers for n in _exc_names(h))
+                    body_guard = ("except", node.lineno, names) if any(n in _CATCH_ALL for n in names) else guard
+                    if functions:
+                        unwalked([h.type for h in node.handlers if h.type is not None], functions)
+                    extend((node.orelse + node.finalbody)[::-1])
+                    for h in reversed(node.handlers):
+                        extend(h.body[::-1])
+                    push(ctx)
+                    extend(node.body[::-1])
+                    push((scope, functions, body_guard, caught + names, in_def))
+                    continue
+                if t is ast.Global:
+                    for f in functions:
+                        self.globals_of[f].update(node.names)
+                    continue
+            # most nodes: nothing of their own, only children
+            pushers[t](node, extend, push)
+
+    def _stores_in(self, nodes: list[ast.AST], functions: tuple[ast.AST, ...]) -> None:
+        """Note the names stored and declared global in ``nodes`` (parts of the body of each of
+        ``functions`` that ``_walk_nested`` does not enter)."""
+        for n in preorder(nodes, _NAMES_AND_GLOBALS):
+            if type(n) is ast.Name:
+                if type(n.ctx) is ast.Store:
+                    for f in functions:
+                        self.stored[f].add(n.id)
+            else:
+                for f in functions:
+                    self.globals_of[f].update(n.names)
 
     def _chains(self, roots: set[str]) -> tuple[AttributeChain, ...]:
         """The chains found whose root is one of ``roots``, as facts, in the order found."""
         col = self._col
+        own_locals = self._own_locals
         out = []
         for root, attrs, node, scope, functions, guard, caught in self.found_chains:
             if root not in roots:
                 continue
             g, gl, _ = guard if guard else ("", 0, ())
             end_line = getattr(node, "end_lineno", None) or node.lineno
+            shadowed = False
+            for f in functions:
+                if root in own_locals(f):
+                    shadowed = True
+                    break
             out.append(AttributeChain(
                 root=root,
                 attrs=attrs,
@@ -759,7 +847,7 @@ class _Visitor:
                 end_line=end_line,
                 end_column=col(end_line, getattr(node, "end_col_offset", 0) or 0),
                 scope=scope,
-                shadowed=any(root in self._own_locals(f) for f in functions),
+                shadowed=shadowed,
                 guard=g,
                 guard_line=gl,
                 caught=tuple(caught),
@@ -768,7 +856,7 @@ class _Visitor:
 
     def _own_locals(self, func: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> frozenset[str]:
         """A function's parameters and the names stored anywhere in its body (nested scopes
-        included), less its ``global``/``nonlocal`` names; once per function, when first asked."""
+        included), less its ``global`` names; once per function, when first asked."""
         known = self.locals_of.get(func)
         if known is not None:
             return known
@@ -778,15 +866,8 @@ class _Visitor:
             assigned.add(args.vararg.arg)
         if args.kwarg:
             assigned.add(args.kwarg.arg)
-        body = func.body if isinstance(func.body, list) else [func.body]
-        globals_: set[str] = set()
-        for n in preorder(body, _NAMES_AND_GLOBALS):
-            if type(n) is ast.Name:
-                if type(n.ctx) is ast.Store:
-                    assigned.add(n.id)
-            else:
-                globals_.update(n.names)
-        known = self.locals_of[func] = frozenset(assigned - globals_)
+        assigned |= self.stored[func]
+        known = self.locals_of[func] = frozenset(assigned - self.globals_of[func])
         return known
 
     # -- __getattr__ -----------------------------------------------------------------------
