@@ -247,6 +247,20 @@ _NAMES_AND_GLOBALS = frozenset({ast.Name, ast.Global})
 _NESTED_LEAVES = LEAVES - {ast.Global}
 #: what a def or lambda evaluates where it is defined, besides its decorators
 _SIGNATURE_FIELDS = ("args", "returns", "type_params")
+
+
+def _signature_nodes(node: ast.AST) -> list[ast.AST]:
+    """The nodes of a function's signature: ``type_params`` (3.12+) is a list of nodes, the
+    others one node or None."""
+    out: list[ast.AST] = []
+    for f in _SIGNATURE_FIELDS:
+        v = getattr(node, f, None)
+        if type(v) is list:
+            out.extend(v)
+        elif v is not None:
+            out.append(v)
+    return out
+
 #: where ``_walk_nested`` is: (scope, enclosing functions, guard, caught, inside a def or class)
 _Context = tuple[str, tuple[ast.AST, ...], Any, tuple[str, ...], bool]
 _IN_PACKAGE_TESTS = re.compile(r"[^/]+/(tests|test)/")
@@ -759,7 +773,7 @@ class _Visitor:
                     body = node.body if isinstance(node.body, list) else [node.body]
                     stored[node], self.globals_of[node] = set(), set()
                     if functions:  # defaults and annotations are evaluated in the enclosing function
-                        unwalked([v for f in _SIGNATURE_FIELDS if (v := getattr(node, f, None)) is not None], functions)
+                        unwalked(_signature_nodes(node), functions)
                     push(ctx)  # after the body
                     extend(body[::-1])
                     push((inner, functions + (node,), guard, caught, True))
