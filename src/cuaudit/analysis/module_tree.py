@@ -470,12 +470,8 @@ class ModuleUniverse:
         entries = [e for e in entries if e.artifact is not None and e._load is not None]
         members = [(e.artifact, e.member) for e in entries if (e.member or "").endswith(".py")]
         stubs = [(e.artifact, e.stub_member) for e in entries if e.stub_member]
-        if ahead:
-            self.prefetch(extractors, members, ahead=True)  # type: ignore[call-arg]
-            self.prefetch("python_source", stubs, ahead=True)  # type: ignore[call-arg]
-            return
-        self.prefetch(extractors, members)
-        self.prefetch("python_source", stubs)
+        self.prefetch(extractors, members, ahead=ahead)
+        self.prefetch("python_source", stubs, ahead=ahead)
 
     def prefetch_closures(self, roots: Iterable[str], *, with_facts: bool = False) -> None:
         """Have the import-time programs of the modules importing ``roots`` reaches extracted ahead

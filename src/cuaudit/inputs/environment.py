@@ -510,7 +510,7 @@ class InstalledDistribution(Artifact):
                     continue
                 if not has_meta and norm.startswith(meta) and stat.S_ISREG(st.st_mode):
                     has_meta = True
-                put(f"{norm}\0{st.st_mode}:{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}")
+                put(f"{norm}\0{st.st_mode}:{file_identity(st)}")
         finally:
             os.close(site)
         return ("\n".join(out), (record, by_names, paths)) if has_meta else None
