@@ -48,16 +48,47 @@ def test_overlapping_ranges_decode_as_fresh_sweeps(tmp_path: Path) -> None:
     short = [(s, min(s + n, taddr + size)) for s in starts for n in (7, 40)] + [(s + 1, s + 23) for s in starts]
     ranges = short + [(taddr, taddr + size)] + [(s, taddr + size) for s in starts] + short
     fresh = _Tracker(tracker.image)
-    decoded: list[int] = []
+    decoded: list[int] = []  # bytes decoded fresh for each range
     sweep = tracker._fresh
-    tracker._fresh = lambda s, e: decoded.append(e - s) or sweep(s, e)  # type: ignore[method-assign]
+
+    def counted(s: int, e: int):
+        decoded[-1] += e - s
+        return sweep(s, e)
+
+    tracker._fresh = counted  # type: ignore[method-assign]
     for start, end in ranges:
+        decoded.append(0)
         assert tracker._decode(start, end) == _sweep(fresh, start, end), (hex(start), hex(end))
     # after the whole text, ranges ending where it ended were taken from it; the short ones decoded
     # at most their cut-off last instruction (15 bytes, x86's longest) or a range off the boundaries
-    after_whole = decoded[len(short) + 1:]
-    assert len(starts) > 1 and decoded[len(short)] <= size
-    assert all(n <= 22 for n in after_whole) and sum(after_whole) < sum(decoded[: len(short)]) // 2, decoded
+    # up to where it meets the whole text's instructions
+    whole = len(short)
+    after_whole = decoded[whole + 1:]
+    assert len(starts) > 1 and decoded[whole] <= size
+    assert not any(decoded[whole + 1 : whole + 1 + len(starts)]), decoded
+    assert all(n <= 22 for n in after_whole) and sum(after_whole) < sum(decoded[:whole]) // 2, decoded
+
+
+def test_a_range_off_the_boundaries_is_decoded_until_it_meets_known_instructions(tmp_path: Path) -> None:
+    source = SOURCE + "".join(
+        f"int f{i}(int a, int b) {{ return many(a + {i}, b * {i}, a ^ b) + step(b - {i}) * (int)strlen(pick(a)); }}\n"
+        for i in range(60))
+    so = compile_so(tmp_path, "libbig.so", source, flags=["-O1"])
+    tracker = _Tracker(_Image(image_of_bytes(so.read_bytes(), "libbig.so")))
+    taddr, _off, size = tracker.text
+    assert size > 2048
+    tracker._decode(taddr, taddr + size)
+    decoded: list[int] = []
+    sweep = tracker._fresh
+    tracker._fresh = lambda s, e: decoded.append(e - s) or sweep(s, e)  # type: ignore[method-assign]
+    fresh = _Tracker(tracker.image)
+    for start in range(taddr + 1, taddr + 40):  # most of them inside an instruction
+        assert tracker._decode(start, taddr + size) == _sweep(fresh, start, taddr + size), hex(start)
+    # each decoded one piece fresh (x86 resynchronises within a few instructions), not the rest of .text
+    assert decoded and all(n <= 256 for n in decoded), decoded
+    # and a range past every known instruction decodes in growing pieces, as one sweep would
+    fresh_text = _Tracker(tracker.image)
+    assert fresh_text._decode(taddr + 3, taddr + size) == _sweep(fresh, taddr + 3, taddr + size)
 
 
 def test_range_outside_text_is_decoded_as_code_clamps_it(tmp_path: Path) -> None:

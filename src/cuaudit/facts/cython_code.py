@@ -14,7 +14,9 @@ from __future__ import annotations
 import re
 import struct
 from dataclasses import dataclass, field
+from bisect import bisect_left, bisect_right
 from itertools import compress
+from operator import itemgetter
 
 from cuaudit.formats.elf import EM_X86_64, ElfImage
 from cuaudit.model import InputError
@@ -231,10 +233,10 @@ class _Tracker:
         self._loop_heads: set[int] = set()
         #: the instructions of the last range decoded: `run` passes over one range up to four times
         self._decoded: tuple[int, int, list] | None = None
-        #: instruction address -> (the ops of the decode that met it, its index there, that decode's end):
-        #: the readers' ranges overlap (import sites, capsule sites, helpers: 1.48 MB decoded for
-        #: 0.81 MB of distinct code in cupy 14.2.0's 65 modules)
-        self._at: dict[int, tuple[list, int, int]] = {}
+        #: instruction address -> the sweep that met it and went furthest (see _sweep): the readers' ranges overlap
+        #: (import sites, capsule sites, helpers: 1.46 MB asked for 0.78 MB of distinct code in cupy
+        #: 14.2.0's 65 modules)
+        self._at: dict[int, tuple[list, list, list, int]] = {}
 
     def code(self, start: int, end: int) -> bytes:
         taddr, toff, tsize = self.text
@@ -291,52 +293,67 @@ class _Tracker:
         A sweep depends only on where it stands, so instructions an earlier sweep met at the
         same addresses are reused: those that end by ``end`` and were decoded with the bytes
         this sweep has (the same end or further, or 15 bytes past them: the longest x86
-        instruction; capstone reads a truncated one as one skipped byte).
+        instruction; capstone reads a truncated one as one skipped byte).  Where no earlier
+        sweep stood, pieces are decoded fresh, growing, until one lands on an address an
+        earlier sweep met (x86 code resynchronises within a few instructions: a range that
+        starts off the boundaries of one already decoded is decoded only up to there).
         """
         taddr, _toff, tsize = self.text
         if not taddr <= start <= end <= taddr + tsize:
-            return self._fresh(start, end)  # `code` clamps such a range to .text: decoded as it comes
+            # `code` clamps such a range to .text: decoded as it comes, and not kept for other
+            # ranges (its addresses are not those of the bytes read)
+            return self._sweep(start, end)[0]
         out: list = []
         pos = start
         at = self._at
+        piece = _PIECE
         while pos < end:
-            hit = at.get(pos)
-            if hit is None:
-                break
-            ops, i, seg_end = hit
-            j, n = i, len(ops)
-            whole = end <= seg_end
-            while j < n and ops[j][1] <= end and (whole or ops[j][0] + 15 <= seg_end):
-                j += 1
-            if j == i:
-                break
-            out += ops[i:j]
-            pos = ops[j - 1][1]
-        if pos < end:
-            out += self._fresh(pos, end)
+            seg = at.get(pos)
+            if seg is not None:
+                nxt = _take(seg, pos, end, out)
+                if nxt > pos:
+                    pos, piece = nxt, _PIECE
+                    continue
+            seg = self._fresh(pos, min(end, pos + piece))
+            piece *= 2
+            nxt = _take(seg, pos, end, out)
+            if nxt == pos:
+                break  # nothing decoded (capstone failed): the range ends here
+            pos = nxt
         return out
 
-    def _fresh(self, start: int, end: int) -> list:
-        ops = []
+    def _fresh(self, start: int, end: int) -> tuple[list, list, list, int]:
+        """One sweep of ``[start, end)``, kept for its addresses (where an earlier sweep met one, the
+        sweep that went further serves more ranges)."""
+        seg = self._sweep(start, end)
+        at = self._at
+        met = set(seg[1])
+        new = met.difference(at)
+        at.update(dict.fromkeys(new, seg))
+        for address in met.difference(new):  # few: sweeps overlap where they resynchronise
+            if at[address][3] < end:
+                at[address] = seg
+        return seg
+
+    def _sweep(self, start: int, end: int) -> tuple[list, list, list, int]:
+        """(ops, their addresses, their ends, ``end``) of a linear sweep of ``[start, end)``."""
+        ops: list = []
         memo = _OPS
         if len(memo) > _OPS_MAX:
             memo.clear()
         append = ops.append
-        at, stop = self._at, end
-        get = at.get
-        for i, (address, size, mnem, operands) in enumerate(self.cs.disasm_lite(self.code(start, end), start)):
+        get = memo.get
+        for address, size, mnem, operands in self.cs.disasm_lite(self.code(start, end), start):
             nxt = address + size
             if "rip" in operands:  # the only operands whose meaning depends on the address
                 append((address, nxt, _op(mnem, operands, nxt)))
             else:
-                op = memo.get((mnem, operands))
+                key = (mnem, operands)
+                op = get(key)
                 if op is None:
-                    op = memo[(mnem, operands)] = _op(mnem, operands, nxt)
+                    op = memo[key] = _op(mnem, operands, nxt)
                 append((address, nxt, op))
-            known = get(address)
-            if known is None or known[2] < stop:  # the sweep that went further serves more ranges
-                at[address] = (ops, i, stop)
-        return ops
+        return ops, list(map(_FIRST, ops)), list(map(_SECOND, ops)), end
 
     def _run(self, start, end, on_call, regs, on_load, back, arrivals, seeds) -> dict:
         regs = dict(regs or {})
@@ -417,6 +434,25 @@ class _Tracker:
                 else:
                     regs.pop(a, None)
         return regs
+
+
+#: the first piece a range decodes fresh (bytes; doubled per piece while no earlier sweep is met)
+_PIECE = 256
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
+
+
+def _take(seg: tuple[list, list, list, int], pos: int, end: int, out: list) -> int:
+    """Append to ``out`` the ops of sweep ``seg`` from ``pos`` (one of its addresses) that a sweep of
+    ``[pos, end)`` also decodes; the address after the last one (``pos`` if none)."""
+    ops, addrs, ends, stop = seg
+    i = bisect_left(addrs, pos)
+    j = bisect_right(ends, end)
+    if end > stop:  # this sweep ran out of bytes sooner: only what a truncated instruction cannot reach
+        j = min(j, bisect_right(addrs, stop - 15))
+    if j <= i:
+        return pos
+    out += ops[i:j]
+    return ends[j - 1]
 
 
 def _disassembler():
@@ -516,30 +552,71 @@ def _op(mnem: str, ops: str, nxt: int) -> tuple[int, object, object]:
 def _scan_calls(image: _Image, targets: set[int], slots: set[int]) -> dict[int, list[int]]:
     """target (or -slot) -> sites of ``call rel32`` / ``call [rip+slot]`` to the given ones, in .text."""
     taddr, toff, tsize = image.section(".text") or (0, 0, 0)
-    text = image.__dict__.get("_text")
-    if text is None:
-        text = image.data[toff : toff + tsize]
-        image._text = text = text if isinstance(text, bytes) else bytes(text)
     out: dict[int, list[int]] = {}
-    unpack = struct.unpack_from
-    find = text.find
     if targets:
-        lo, hi = min(targets), max(targets)
-        p = find(b"\xe8")
-        limit = tsize - 5
-        while 0 <= p <= limit:
-            t = taddr + p + 5 + unpack("<i", text, p + 1)[0]
-            if lo <= t <= hi and t in targets:
-                out.setdefault(t, []).append(taddr + p)
-            p = find(b"\xe8", p + 1)
+        _scan_opcode(image.data, taddr, toff, tsize, b"\xe8", targets, 1, out)
     if slots:
-        p = find(b"\xff\x15")
-        while 0 <= p <= tsize - 6:
-            slot = taddr + p + 6 + unpack("<i", text, p + 2)[0]
-            if slot in slots:
-                out.setdefault(-slot, []).append(taddr + p)
-            p = find(b"\xff\x15", p + 1)
+        _scan_opcode(image.data, taddr, toff, tsize, b"\xff\x15", slots, -1, out)
     return out
+
+
+#: the stretch of .text whose calls one pattern looks for (see _scan_opcode)
+_WINDOW = 1 << 16
+
+
+def _scan_opcode(data, taddr: int, toff: int, tsize: int, opcode: bytes, wanted: set[int], sign: int,
+                 out: dict[int, list[int]]) -> None:
+    """Sites of ``opcode rel32`` in .text whose rel32 reaches one of ``wanted`` (keyed ``sign * wanted``).
+
+    One ``find`` per 0xE8 byte was most of this scan.  Here the opcodes are found in C, and only
+    those whose rel32 can reach a wanted address from where they stand: per 64 KiB of .text, the
+    rel32 of a call to the wanted ones (the PLT stubs, next to .text) lies in a band about as wide,
+    which excludes nearly every call within the module.  The exact target of each is worked out as
+    before.
+    """
+    size = len(opcode) + 4
+    stop = min(toff + tsize, len(data))  # a call cut off by the end of the file is none
+    lowest, highest = min(wanted), max(wanted)
+    unpack = struct.unpack_from
+    at = len(opcode)
+    here = taddr - toff + size  # the address after a call, less its file offset
+    for start in range(toff, stop, _WINDOW):
+        end = min(start + _WINDOW, stop)
+        # the rel32 of a call at file offset p reaching t is t - (here + p)
+        pattern = _opcode_reaching(opcode, lowest - (here + end - 1), highest - (here + start))
+        for m in pattern.finditer(data, start, min(end + size - 1, stop)):
+            p = m.start()
+            t = here + p + unpack("<i", data, p + at)[0]
+            if t in wanted:
+                out.setdefault(sign * t, []).append(taddr + p - toff)
+
+
+def _opcode_reaching(opcode: bytes, lowest: int, highest: int) -> "re.Pattern[bytes]":
+    """``opcode`` followed by a little-endian rel32 in ``[lowest, highest]`` (or more: the low 16 bits
+    are not looked at), matching only the opcode so that a match may start inside another's rel32."""
+    key = (opcode, lowest >> 16, highest >> 16)
+    found = _REACHING.get(key)
+    if found is None:
+        lo, hi = max(lowest, -(1 << 31)) >> 16, min(highest, (1 << 31) - 1) >> 16
+        if lo > hi:
+            tail = b"(?!)"  # no rel32 reaches
+        elif hi - lo > 1024:
+            tail = b"(?=....)"
+        else:
+            # the two high bytes of every value the rel32 may take: per top byte, a class of second bytes
+            second: dict[int, list[int]] = {}
+            for high16 in range(lo, hi + 1):
+                second.setdefault((high16 >> 8) & 0xFF, []).append(high16 & 0xFF)
+            tail = b"(?=..(?:" + b"|".join(
+                b"[" + b"".join(re.escape(bytes([b])) for b in seconds) + b"]" + re.escape(bytes([top]))
+                for top, seconds in second.items()) + b"))"
+        if len(_REACHING) > 4096:
+            _REACHING.clear()
+        found = _REACHING[key] = re.compile(re.escape(opcode) + tail, re.DOTALL)
+    return found
+
+
+_REACHING: dict[tuple[bytes, int, int], "re.Pattern[bytes]"] = {}
 
 
 def _prime_calls(image: _Image, imported: dict) -> None:
