@@ -207,7 +207,7 @@ def _reg(name: str) -> str | None:
     return _REG_OF.get(name) or _REG_OF.get(name.strip())
 
 
-@dataclass
+@dataclass(slots=True)  # one per call passed over (tens of thousands a module)
 class CallSite:
     address: int
     target: int  # call rel32 target, or -slot for call [rip+slot]

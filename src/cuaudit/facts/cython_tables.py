@@ -125,8 +125,8 @@ def _read_imports(
         if site.target in formats or site.target in warns:
             on_error(site, site.target in warns)
             return None
-        mod = site.args.get("rdi")
-        rsi, rdx, rcx = (site.args.get(r) for r in ("rsi", "rdx", "rcx"))
+        args = site.args
+        mod, rsi, rdx, rcx = args.get("rdi"), args.get("rsi"), args.get("rdx"), args.get("rcx")
         if (loops is not None and site.target in lookups and rsi and rsi[0] == "memoff" and current[0]):
             # Cython 3.2+ with the import helper inlined in the loop:
             # PyDict_GetItemString(capi, names + i) with the signatures pointer in another register
