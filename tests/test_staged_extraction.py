@@ -21,12 +21,15 @@ def mixed_wheel(tmp_path_factory):
     library (CU201: its facts are read only by the linkage rules, a later stage)."""
     d = tmp_path_factory.mktemp("staged")
     lib = compile_so(d, "libstaged.so", "int staged(void) { return 1; }\n", libs=["m"], flags=["-Wl,--no-as-needed"])
+    # an extension module: its strings are read by the import rules, the first stage
+    ext = compile_so(d, "_ext.so", 'const char *name = "trappkg._ext";\nint PyInit__ext(void) { return 0; }\n')
     files = {
         "trappkg/__init__.py": "VERSION = 1\n",
         "trappkg/comm/__init__.py": "",
         "trappkg/comm/nccl.py": "def init():\n    return 1\n",
         "trappkg/use.py": "import trappkg.comm\n\ndef go():\n    return trappkg.comm.nccl.init()\n",
         "trappkg/lib/libstaged.so": lib.read_bytes(),
+        "trappkg/_ext.cpython-311-x86_64-linux-gnu.so": ext.read_bytes(),
         **{f"trappkg/m{k}.py": f"import os\n\nX{k} = os.sep * {k}\n" for k in range(40)},
     }
     return make_wheel(d, "trappkg", "1.0", files, tag="py3-none-manylinux_2_17_x86_64")
@@ -120,3 +123,46 @@ def test_a_late_group_that_would_end_alone_is_sent_first():
     assert order[1:7] == list(range(6)) and order[7] == 6  # then stage by stage
     # a late group no costlier than its share waits for its stage
     assert engine._send_order(py + [small], jobs=2) == list(range(7))
+
+
+@pytest.fixture(scope="module")
+def mixed_installed(tmp_path_factory, mixed_wheel):
+    """The same files installed: an environment's import facts are read on demand by the rules."""
+    import zipfile
+
+    from conftest import make_installed
+
+    with zipfile.ZipFile(mixed_wheel) as zf:
+        files = {n: zf.read(n) for n in zf.namelist() if not n.startswith("trappkg-1.0.dist-info/")}
+    return make_installed(tmp_path_factory.mktemp("site"), "trappkg", files)
+
+
+def test_an_environment_holds_its_later_stages_back_while_its_rules_read_on_demand(monkeypatch, mixed_installed):
+    held_at_first: list[int] = []
+    calls = _spy_stages(monkeypatch)
+    spied = engine._RuleRun.run_until
+    feeders: list = []
+    real_init = engine._Feeder.__init__
+
+    def init(self, *args, **kw):
+        real_init(self, *args, **kw)
+        feeders.append(self)
+
+    monkeypatch.setattr(engine._Feeder, "__init__", init)
+
+    def watching(self, last):
+        up_front = feeders[0]
+        held_at_first.append(len(up_front.held))
+        spied(self, last)
+
+    monkeypatch.setattr(engine._RuleRun, "run_until", watching)
+    report = audit([mixed_installed], config=Config(cache=False, jobs=2))
+    codes = sorted(f.code for f in report.findings)
+    assert "CU101" in codes and "CU201" in codes
+    # the rules ran before the library's facts were in, with later stages still held back from the workers
+    assert calls[0][0] == 0 and not calls[0][2]
+    assert held_at_first[0] > 0
+    # and found what a run with every fact first finds
+    monkeypatch.setattr(engine._RuleRun, "stage", lambda self, names: 0)
+    whole = audit([mixed_installed], config=Config(cache=False, jobs=2))
+    assert [f.message for f in report.findings] == [f.message for f in whole.findings]

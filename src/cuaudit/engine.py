@@ -29,6 +29,7 @@ from cuaudit.model import (
     InputError,
     Location,
     Member,
+    MemberKind,
     Problem,
     ProbeRecord,
 )
@@ -382,6 +383,54 @@ def _reads_on_demand(artifact: Artifact) -> bool:
     return artifact.ref.kind is ArtifactKind.INSTALLED
 
 
+class _Feeder:
+    """Sends one extraction's groups to the workers: some at once, the ``held`` ones (later stages,
+    in send order) at most one per worker in flight beyond what else the workers have queued."""
+
+    def __init__(self, extraction: "Extraction", submit: Callable[[int, list], Any], groups: list[tuple[int, int, list]],
+                 jobs: int, held: list[int]) -> None:
+        from collections import deque
+
+        # one submitter for the whole extraction: its workers were forked at its first submit (a pool
+        # stopped meanwhile, a worker having died, takes no more: those groups are extracted here)
+        self.extraction, self.submit, self.groups, self.jobs = extraction, submit, groups, jobs
+        self.held = deque(held)
+        self.futures: dict[int, Any] = {}
+        self.inflight: list[Any] = []  # futures of held groups sent, not known to be done
+
+    def send(self, gs: Iterable[int]) -> list[Any]:
+        sent = []
+        for g in gs:
+            if g not in self.futures:
+                fut = self.futures[g] = self.submit(self.groups[g][1], self.groups[g][2])
+                sent.append(fut)
+        return sent
+
+    def feed(self) -> None:
+        self.inflight = [f for f in self.inflight if f is not None and not f.done()]
+        want = []
+        while self.held and len(self.inflight) + len(want) < self.jobs:
+            g = self.held.popleft()
+            if g not in self.futures:
+                want.append(g)
+        self.inflight += [f for f in self.send(want) if f is not None]
+
+    def wait(self, g: int) -> Any:
+        """Group ``g``'s future, sent now if it was held, once done; the workers are kept fed meanwhile."""
+        from concurrent.futures import FIRST_COMPLETED
+        from concurrent.futures import wait as wait_for
+
+        if g not in self.futures:
+            self.send([g])
+        fut = self.futures[g]
+        while fut is not None and not fut.done():
+            self.feed()
+            if self.extraction._feeder is not self:
+                self.extraction.feed()  # facts read on demand while an up-front extraction holds stages back
+            wait_for([fut, *self.inflight], return_when=FIRST_COMPLETED)
+        return fut
+
+
 class Extraction:
     """Facts for every (member, extractor) pair, from the cache or extracted now."""
 
@@ -418,13 +467,15 @@ class Extraction:
         #: open bundles (evidence inputs', audited artifacts' on-demand facts) by (kind, ref)
         self._bundles: dict[tuple[str, ArtifactRef], _OpenBundle] = {}
         self._artifacts: list[Artifact] = []
+        #: the later stages of the extraction in progress, held back while rules read on demand
+        self._feeder: _Feeder | None = None
 
     def run(self, artifacts: Sequence[Artifact], wanted: Callable[[Member], tuple[str, ...]], *,
             stage: Callable[[tuple[str, ...]], int] | None = None, ready: Callable[[int], None] | None = None) -> None:
         """Extract (or take from the cache) the facts ``wanted`` names; on-demand ones wait to be read.
 
-        ``stage`` and ``ready``: see :meth:`_extract`.  Not with facts read on demand (an
-        environment's): the rules' own extraction would queue behind the later stages."""
+        ``stage`` and ``ready``: see :meth:`_extract`; with facts read on demand (an environment's),
+        the later stages go to the workers a few at a time (its ``background``)."""
         pending: list[tuple[int, Member, tuple[str, ...]]] = []
         keys: dict[tuple[int, str, str], str] = {}
         on_demand = set(facts_registry.flagged("on_demand"))
@@ -485,10 +536,9 @@ class Extraction:
         total_tasks = sum(len(v) for v in todo.values())
         total_bytes = sum(m.size for v in todo.values() for m, _ in v)
         new: list[tuple[str, Any]] = []
-        if deferred:
-            stage = ready = None
         try:
-            self._extract(artifacts, todo, keys, new, total_tasks, total_bytes, stage=stage, ready=ready)
+            self._extract(artifacts, todo, keys, new, total_tasks, total_bytes, stage=stage, ready=ready,
+                          background=bool(deferred))
         finally:
             # --no-cache keeps nothing: a bundle would pickle every fact for nothing (1.4 s of a torch 2.8.0 check)
             if self.store.keeps:
@@ -516,6 +566,7 @@ class Extraction:
         tasks = self._take(wanted, keys)
         if not tasks:
             return
+        self.feed()
         self.store.close()  # no SQLite connection crosses a fork (see run)
         self._machine_store.close()
         new: list[tuple[str, Any]] = []
@@ -663,14 +714,20 @@ class Extraction:
 
     def _extract(self, artifacts, todo, keys, new, total_tasks: int, total_bytes: int, *,
                  progress: Progress | None | bool = True, stage: Callable[[tuple[str, ...]], int] | None = None,
-                 ready: Callable[[int], None] | None = None) -> None:
+                 ready: Callable[[int], None] | None = None, background: bool = False) -> None:
         """Extract ``todo`` (artifact index -> tasks), in the workers when there is enough of it.
 
         ``stage`` (a task's extractor names -> a number) orders the work: every task of a stage
         is sent before the next stage's, and once a stage is all collected ``ready(n)`` is called
         with the last stage before the next one that still has tasks to come, while the workers
         go on with those (the engine runs the rules whose facts are in: see :func:`audit`).
-        Until then a read of a fact still to come raises :class:`FactNotReady`."""
+        Until then a read of a fact still to come raises :class:`FactNotReady`.  An ELF file
+        on disk (an installed library) is read once per stage of its facts, not once for all.
+
+        ``background``: the rules extract facts on demand through the same workers, and would
+        queue behind every later stage sent at once: those are kept in the parent and sent a few
+        at a time (one per worker in flight: :class:`_Feeder`), topped up whenever the parent
+        waits on the workers."""
         if not total_tasks:
             return
         progress = self.progress if progress is True else progress
@@ -678,8 +735,16 @@ class Extraction:
         stage_of = stage or (lambda names: 0)
         staged: dict[int, dict[int, list[tuple[Member, tuple[str, ...]]]]] = {}
         for i, tasks in todo.items():
-            for task in tasks:
-                staged.setdefault(stage_of(task[1]), {}).setdefault(i, []).append(task)
+            art = artifacts[i]
+            for m, names in tasks:
+                if stage is not None and len(names) > 1 and m.kind is MemberKind.ELF and art.fs_path(m.path) is not None:
+                    by: dict[int, list[str]] = {}
+                    for n in names:
+                        by.setdefault(stage_of((n,)), []).append(n)
+                    for s, part in by.items():
+                        staged.setdefault(s, {}).setdefault(i, []).append((m, tuple(part)))
+                else:
+                    staged.setdefault(stage_of(names), {}).setdefault(i, []).append((m, names))
         stages = sorted(staged)
 
         def grouped(**kw: int) -> list[tuple[int, int, list]]:
@@ -696,17 +761,20 @@ class Extraction:
         guarded = ready is not None and len(stages) > 1
         if guarded:
             coming.update((i, m.path, n) for _s, i, chunk in groups for m, names in chunk for n in names)
+        feeder: _Feeder | None = None
+        outer = self._feeder
         try:
-            started: list[Any] = []
             if parallel:
                 if len(groups) < 4 * jobs:
                     # a small batch (a level of the import closure) in small chunks keeps every worker busy
                     groups = grouped(max_items=max(1, -(-total_tasks // (4 * jobs))))
                 with gc_paused():  # the parent only gathers results (see heap.gc_paused)
-                    submit = self._submitter(artifacts, jobs, len(groups))
                     order = _send_order(groups, jobs)
-                    futures = {g: submit(groups[g][1], groups[g][2]) for g in order}
-                    started = [futures[g] for g in range(len(groups))]
+                    held = [g for g in order if groups[g][0] != stages[0]] if background and guarded else []
+                    feeder = _Feeder(self, self._submitter(artifacts, jobs, len(groups)), groups, jobs, held)
+                    feeder.send([g for g in order if not held or groups[g][0] == stages[0]])
+                    if held:
+                        self._feeder = feeder
             # The workers are forked by now (at the pool's first submit; later batches fork
             # nothing): the progress bar's refresh thread starts after, so no child inherits its locks.
             if progress:
@@ -718,8 +786,8 @@ class Extraction:
                 with gc_paused():  # (see heap.gc_paused)
                     while g < len(groups) and groups[g][0] == now:
                         _s, i, chunk = groups[g]
-                        if parallel:
-                            results, died = _results_of(started[g], artifacts[i], chunk)
+                        if feeder is not None:
+                            results, died = _results_of(feeder.wait(g), artifacts[i], chunk)
                             broken = broken or died
                         else:
                             results = _extract_group(artifacts[i], chunk)
@@ -737,11 +805,18 @@ class Extraction:
             self.stop_workers()  # no worker outlives a failed (or interrupted) extraction
             raise
         finally:
+            self._feeder = outer
             if guarded:
                 coming.clear()
             _FORKED = None  # noqa: F841 - see _submitter; running workers keep their copy
             if progress:
                 progress.stop()
+
+    def feed(self) -> None:
+        """Top up the workers with the later stages held back (see :meth:`_extract`'s ``background``):
+        called wherever the parent is about to wait on the workers for facts it reads on demand."""
+        if self._feeder is not None:
+            self._feeder.feed()
 
     def _submitter(self, artifacts: Sequence[Artifact], jobs: int, groups: int) -> Callable[[int, list], Any]:
         """``submit(i, chunk)``: a future of the chunk's extraction in the worker pool (started if
@@ -858,6 +933,7 @@ class Extraction:
                             continue
                     if not inflight:
                         continue
+                    self.feed()  # the later stages of the up-front extraction, a few at a time
                     done, _ = wait_for(list(inflight), return_when=FIRST_COMPLETED)
                     for fut in sorted(done, key=lambda f: inflight[f][0]):
                         _n, i, chunk = inflight.pop(fut)
