@@ -1240,14 +1240,17 @@ class _RuleRun:
         return min((first.get(n, late) for n in names), default=late)
 
     def run_until(self, last: int) -> None:
-        """Run the rules not run yet up to index ``last``: their ``ahead`` hooks, then their checks."""
+        """Run the rules not run yet up to index ``last`` (the first time, every rule's ``ahead``
+        hook before any check: the CU4xx sources of an environment are then extracted while the
+        parent computes the import verdicts; a hook that reads a fact still to come fails, and
+        only loses its head start)."""
         ctx, todo = self.ctx, self.runnable[self.ran:last + 1]
         if not todo:
             return
         start = self.ran
         self.ran += len(todo)
         with fewer_full_collections():  # the rules' models are large too (evidence parsed on demand)
-            for rule in todo:
+            for rule in self.runnable if start == 0 else ():
                 ctx.family = type(rule).__module__
                 try:
                     rule.ahead(ctx)
