@@ -273,12 +273,22 @@ class _Tracker:
         # A loop entered by a jump to its condition: its body is reached only by the
         # back edge; decode again with the state that edge carries (a chain of such
         # jumps needs one more pass per link).
-        for _ in range(3 if self._loop_heads else 1):
+        passes = 3 if self._loop_heads else 1
+        last: tuple[dict, list] | None = None  # the seeds of the last pass, and the calls it made
+        for left in range(passes - 1, -1, -1):
             seeds = {a: back[a] for a in back if a in arrivals or self._loop_heads}
             if not seeds:
                 break
+            if last is not None and last[0] == seeds:
+                # the same seeds: this pass would be the last one again, call for call (the readers'
+                # callbacks answer by their arguments alone); a quarter of the export loops' passes
+                for site in last[1]:
+                    on_call(CallSite(site.address, site.target, dict(site.args)))
+                continue
+            calls: list | None = [] if left else None  # kept only where a pass may follow
             back, arrivals = {}, set()
-            out = self._run(start, end, on_call, regs, on_load, back, arrivals, seeds)
+            out = self._run(start, end, on_call, regs, on_load, back, arrivals, seeds, calls)
+            last = (seeds, calls) if calls is not None else None
         return out
 
     def _instructions(self, start: int, end: int) -> list:
@@ -355,7 +365,7 @@ class _Tracker:
                 append((address, nxt, op))
         return ops, list(map(_FIRST, ops)), list(map(_SECOND, ops)), end
 
-    def _run(self, start, end, on_call, regs, on_load, back, arrivals, seeds) -> dict:
+    def _run(self, start, end, on_call, regs, on_load, back, arrivals, seeds, calls=None) -> dict:
         regs = dict(regs or {})
         # Forward branches carry their state to their target; after an unconditional
         # jump the next instruction is reached only through such a branch (error
@@ -396,7 +406,12 @@ class _Tracker:
                 else:
                     regs.pop(a, None)
             elif code == _CALL:
-                result = on_call(CallSite(address, a if a is not None else 0, regs))
+                if calls is None:
+                    result = on_call(CallSite(address, a if a is not None else 0, regs))
+                else:  # what it was called with is kept (see run)
+                    site = CallSite(address, a if a is not None else 0, dict(regs))
+                    calls.append(site)
+                    result = on_call(site)
                 for r in _CLOBBERED:
                     regs.pop(r, None)
                 if result is not None:
