@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from cuaudit.facts import Extractor, InputError, MemberReader
-from cuaudit.formats.python import CHILD_FIELDS, LEAVES, PythonModule, parse_python_text
+from cuaudit.formats.python import LEAVES, PUSH_FIELDS, PythonModule, parse_python_text
 from cuaudit.model import Member, MemberKind
 from cuaudit.names import is_test_path
 
@@ -784,7 +784,7 @@ def _build_scopes(tree: ast.Module) -> list[_Scope]:
     current = scopes[0].nodes
     stack: list[Any] = tree.body[::-1]
     pop, push, extend = stack.pop, stack.append, stack.extend
-    keep, owners, leaves, fields_of, node_type = _KEPT, _OWNER_TYPES, LEAVES, CHILD_FIELDS, ast.AST
+    keep, owners, leaves, pushers = _KEPT, _OWNER_TYPES, LEAVES, PUSH_FIELDS
     while stack:
         node = pop()
         t = type(node)
@@ -818,12 +818,7 @@ def _build_scopes(tree: ast.Module) -> list[_Scope]:
             push(len(scopes) - 1)  # the body is the new scope's
             extend(outer[::-1])  # decorators and defaults first, in this scope
             continue
-        for name, mixed in fields_of[t]:
-            value = getattr(node, name, None)
-            if type(value) is list:
-                extend([v for v in reversed(value) if isinstance(v, node_type)] if mixed else value[::-1])
-            elif value is not None and isinstance(value, node_type):
-                push(value)
+        pushers[t](node, extend, push)
     return scopes
 
 
