@@ -251,16 +251,19 @@ class _Analysis:
         t = type(node)
         if t is ast.Name:
             return self.aliases.get(node.id)  # type: ignore[attr-defined]  # most callees
-        parts: list[str] = []
+        root = node
         while t is ast.Attribute:
-            parts.append(node.attr)  # type: ignore[attr-defined]
-            node = node.value  # type: ignore[attr-defined]
-            t = type(node)
+            root = root.value  # type: ignore[attr-defined]
+            t = type(root)
         if t is not ast.Name:
             return None
-        base = self.aliases.get(node.id)  # type: ignore[attr-defined]
+        base = self.aliases.get(root.id)  # type: ignore[attr-defined]
         if base is None:
-            return None
+            return None  # `self.x.y`: no string built
+        parts: list[str] = []
+        while node is not root:
+            parts.append(node.attr)  # type: ignore[attr-defined]
+            node = node.value  # type: ignore[attr-defined]
         parts.append(base)
         return ".".join(reversed(parts))
 
@@ -430,6 +433,7 @@ class _Analysis:
         fused_names = self.fused_by_call(all_nodes) if fuses else set()
         kernels = self.kernel_names(all_nodes) if fuses else set()
         derived: list[tuple[dict[str, Any], dict[str, _Typed]]] = []
+        aliases, attribute, name = self.aliases, ast.Attribute, ast.Name
         for sc in scopes:
             parent = sc.parent
             while parent >= 0 and isinstance(scopes[parent].owner, ast.ClassDef):
@@ -444,7 +448,16 @@ class _Analysis:
                 self.check_kernel(owner, sc.params, scalars)
             for node in sc.nodes:
                 t = type(node)
-                if t is ast.BinOp or t is ast.AugAssign or (calls and t is ast.Call):
+                if t is ast.Call:
+                    # a call is checked by its numpy/cupy name: one whose callee is not reached
+                    # through an imported name (`self.f()`, `len()`: most calls) has none
+                    if calls:
+                        base = node.func  # type: ignore[attr-defined]
+                        while type(base) is attribute:
+                            base = base.value
+                        if type(base) is name and base.id in aliases:
+                            self.check_node(node, scalars, env)
+                elif t is ast.BinOp or t is ast.AugAssign:
                     self.check_node(node, scalars, env)
                 if kernels and t is ast.Call and isinstance(node.func, ast.Name) and node.func.id in kernels:
                     for i, arg in enumerate(node.args):
