@@ -296,6 +296,10 @@ def dotted(node: ast.AST) -> str:
 
 def _literal_strings(args: list[ast.expr]) -> tuple[str, ...]:
     """Positional arguments: the string of a literal, "" for anything else (positions are kept)."""
+    if len(args) == 1:  # most calls: no comprehension (a tuple of its own, as the comprehension makes)
+        a = args[0]
+        value = a.value if type(a) is ast.Constant and type(a.value) is str else ""  # type: ignore[attr-defined]
+        return (value,)
     return tuple([a.value if type(a) is ast.Constant and type(a.value) is str else "" for a in args])  # type: ignore[attr-defined]
 
 
