@@ -248,6 +248,7 @@ class ModuleUniverse:
         self._direct: dict[str, tuple[frozenset[str], bool]] = {}
         self._strings: dict[str, tuple] = {}
         self._sources: dict[str, tuple] = {}  # extension module -> how to get its source's python_source facts
+        self._targets: dict[tuple[str, str], str | None] = {}  # (parent, sub) -> binding_target
         self._named: dict[str, dict[str, str]] = {}  # module -> bare names its calls pass -> where
         self._named_by_parent: dict[tuple[str, frozenset[str]], dict[str, str]] = {}  # the same over a parent's folder
         self._maybe: dict[frozenset[str], tuple[dict[str, str], tuple[str, ...]]] = {}  # closure -> maybe_imported
@@ -560,10 +561,19 @@ class ModuleUniverse:
         stdlib_request = all(r.split(".")[0] in self._stdlib_top for r in roots)
         if len(roots) == 1:
             return self._closure_of(roots[0], stdlib_request)  # the memoised set itself: its hash is kept
-        out: set[str] = set()
-        for r in roots:
-            out |= self._closure_of(r, stdlib_request)
-        return frozenset(out)
+        return union_of_closed([(dotted_prefixes(r), self._closure_of(r, stdlib_request)) for r in roots])
+
+    def closure_of_each(self, roots: Iterable[str]) -> frozenset[str]:
+        """The union of ``closure([root])`` for each root (each by its own stdlib flag, as a file's
+        imports are followed one by one); the memoised closure itself where one holds the others
+        (a torch file's imports mostly lie inside ``import torch``'s)."""
+        by_flag: dict[bool, list[str]] = {}
+        for r in set(roots):
+            by_flag.setdefault(r.split(".")[0] in self._stdlib_top, []).append(r)
+        parts = [union_of_closed([(dotted_prefixes(r), self._closure_of(r, flag)) for r in rs]) for flag, rs in by_flag.items()]
+        if len(parts) == 1:
+            return parts[0]
+        return frozenset().union(*parts)
 
     def _closure_of(self, root: str, stdlib_request: bool) -> frozenset[str]:
         key = (root, stdlib_request)
@@ -600,13 +610,14 @@ class ModuleUniverse:
         verdicts read (most runs do none of it), gathered once per closure."""
         got = self._telling.get(imported)
         if got is None:
-            runs = self.model.run
+            runs, programs = self.model.run, self._programs
             found = []
-            for m in sorted(imported):
-                run = runs(m) if m in self._programs else None
+            for m in imported:
+                run = runs(m) if m in programs else None
                 if run is not None and (run.maybe or run.failed or run.computed or run.opaque):
-                    found.append(run)
-            got = self._telling[imported] = tuple(found)
+                    found.append((m, run))
+            found.sort(key=lambda mr: mr[0])  # the few that tell, not the whole closure
+            got = self._telling[imported] = tuple(run for _, run in found)
         return got
 
     def _find_maybe_imported(self, imported: frozenset[str]) -> tuple[dict[str, str], tuple[str, ...]]:
@@ -780,6 +791,14 @@ class ModuleUniverse:
 
     def binding_target(self, parent: str, sub: str) -> str | None:
         """The module ``parent.sub`` is when ``parent`` binds ``sub`` by an import, else None."""
+        key = (parent, sub)
+        got = self._targets.get(key, _UNREAD)
+        if got is _UNREAD:
+            # asked for every chain through a bound name (3.7 k scans of a module's imports for torch)
+            got = self._targets[key] = self._binding_target(parent, sub)
+        return got  # type: ignore[return-value]
+
+    def _binding_target(self, parent: str, sub: str) -> str | None:
         entry = self.get(parent)
         f = entry.facts if entry else None
         if f is None:
@@ -1089,6 +1108,28 @@ def build_universe(artifacts: list, facts_for: Callable[[object, str, str], obje
     return uni, per
 
 
+def union_of_closed(parts: list[tuple[Iterable[str], frozenset[str]]]) -> frozenset[str]:
+    """The union of closures of one import graph, each given with the roots it reaches from.
+
+    A closure is closed under the graph's edges, so one whose roots all lie in another set
+    of the union adds nothing to it; when a single closure holds the others it is returned
+    itself, not copied (its hash is kept, and memos keyed by closures match it at once).
+    """
+    if not parts:
+        return frozenset()
+    ordered = sorted(parts, key=lambda p: -len(p[1]))
+    first = ordered[0][1]
+    out: set[str] | None = None
+    for roots, found in ordered[1:]:
+        have = first if out is None else out
+        if all(r in have for r in roots):
+            continue
+        if out is None:
+            out = set(first)
+        out |= found
+    return first if out is None else frozenset(out)
+
+
 class _Components:
     """The import graph's strongly connected components, found as far as closures ask (Tarjan).
 
@@ -1102,22 +1143,37 @@ class _Components:
         self.component: dict[str, int] = {}
         self.members: list[list[str]] = []
         self.edges: list[set[int]] = []
+        self._reached: dict[int, frozenset[str]] = {}  # component -> every module it reaches
 
     def reach(self, roots: list[str]) -> frozenset[str]:
         for r in roots:
             if r not in self.component:
                 self._explore(r)
-        out: set[str] = set()
-        seen: set[int] = set()
-        stack = [self.component[r] for r in roots]
+        return union_of_closed([((self.members[c][0],), self._reach_of(c)) for c in {self.component[r] for r in roots}])
+
+    def _reach_of(self, comp: int) -> frozenset[str]:
+        """Every module reachable from a component, memoised per component: the closures of an
+        audit's roots mostly run into the same few large cycles (torch's), which are then added
+        whole instead of walked again one component at a time."""
+        got = self._reached.get(comp)
+        if got is not None:
+            return got
+        members, edges, reached = self.members, self.edges, self._reached
+        out: set[str] = set(members[comp])
+        stack = list(edges[comp])
         while stack:
             c = stack.pop()
-            if c in seen:
+            # a component already in holds all it reaches, or has it on the stack
+            if members[c][0] in out:
                 continue
-            seen.add(c)
-            out.update(self.members[c])
-            stack.extend(self.edges[c])
-        return frozenset(out)
+            done = reached.get(c)
+            if done is not None:
+                out |= done
+                continue
+            out.update(members[c])
+            stack.extend(edges[c])
+        got = reached[comp] = frozenset(out)
+        return got
 
     def _explore(self, start: str) -> None:
         index: dict[str, int] = {start: 0}

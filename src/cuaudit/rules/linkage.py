@@ -656,17 +656,21 @@ class BundledDriverLibrary(LinkageRule):
                     break
 
 
-def _requirements(ctx: Any, art: Any) -> list[tuple[str, frozenset[str], bool]]:
+def _requirements(ctx: Any, art: Any) -> tuple[tuple[str, frozenset[str], bool], ...]:
     """(canonical name, extras, only under an extra) for each Requires-Dist of a wheel."""
     from cuaudit.requirement import parse_requirement
 
-    out = []
-    for _a, m, meta in ctx.facts("metadata", art):
-        if not m.path.endswith(".dist-info/METADATA"):
-            continue
-        for req in filter(None, map(parse_requirement, meta.requires_dist)):
-            out.append((req.name, req.extras, req.optional))
-    return out
+    def compute() -> tuple[tuple[str, frozenset[str], bool], ...]:
+        out = []
+        for _a, m, meta in ctx.facts("metadata", art):
+            if not m.path.endswith(".dist-info/METADATA"):
+                continue
+            for req in filter(None, map(parse_requirement, meta.requires_dist)):
+                out.append((req.name, req.extras, req.optional))
+        return tuple(out)
+
+    # asked for every CUDA library a wheel's files need (24 times for torch, each a walk of its 14 k members)
+    return ctx.memo(("linkage.requirements", id(art)), compute)
 
 
 class UndeclaredCudaLibrary(LinkageRule):
