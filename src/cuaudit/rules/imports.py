@@ -486,8 +486,9 @@ def _chain_traps(ctx) -> list[_ChainTrap]:
                     roots.update(found)
             # the programs the files' imports reach, extracted in waves before the closures read them
             uni.prefetch_closures(sorted(roots))
+            verdicts: dict[tuple[str, str, frozenset[str]], Reach] = {}
             for (path, facts), mods in zip(files, imports):
-                out += _file_traps(uni, art, path, names.get(path), facts, mods)
+                out += _file_traps(uni, art, path, names.get(path), facts, mods, verdicts)
         if ctx.config.probe and out:
             # `import parent` alone, in a clean interpreter: does `parent.sub` raise?
             probed = _run_probe(ctx, m, {-1: sorted({(t.parent, t.sub) for t in out})})
@@ -503,8 +504,10 @@ def _chain_traps(ctx) -> list[_ChainTrap]:
     return ctx.memo("imports.chain_traps", compute)
 
 
-def _file_traps(uni: ModuleUniverse, art, path: str, own: str | None, facts, imports: list[list[str]]) -> list[_ChainTrap]:
-    """``imports``: what each of ``facts.imports`` imports (``uni.imported_by``)."""
+def _file_traps(uni: ModuleUniverse, art, path: str, own: str | None, facts, imports: list[list[str]],
+                verdicts: dict[tuple[str, str, frozenset[str]], Reach]) -> list[_ChainTrap]:
+    """``imports``: what each of ``facts.imports`` imports (``uni.imported_by``); ``verdicts``: the
+    reach of ``parent.sub`` after a closure, shared by the files whose imports have that closure."""
     is_pkg = path.endswith("__init__.py")
     importer = own or path.rsplit("/", 1)[-1].removesuffix(".py")
     # local name -> (module, the import that binds it); None when bound to different things
@@ -578,7 +581,14 @@ def _file_traps(uni: ModuleUniverse, art, path: str, own: str | None, facts, imp
             cand = f"{cur}.{attr}"
             if not uni.exists(cand):
                 break  # an ordinary attribute, not a submodule
-            r = uni.reach(cur, attr, lambda c=cur: closure_for(c))
+            # a third-party parent's verdict needs the closure of third-party imports, which most
+            # files share (the same set, see closure_of_each): asked once per closure
+            key = None if uni.is_stdlib(cur) else (cur, attr, third_party)
+            r = verdicts.get(key) if key is not None else None
+            if r is None:
+                r = uni.reach(cur, attr, lambda c=cur: closure_for(c))
+                if key is not None:
+                    verdicts[key] = r
             if r.works:
                 if r.status == "bound" and r.target != cand:
                     # bound to something else: the chain goes on from that object.  When the
