@@ -34,6 +34,8 @@ from cuaudit.names import dotted_prefixes
 _EXT = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z0-9_-]+)*\.(so|pyd)$")
 _DATA_DIR = re.compile(r"^[^/]+\.data/(purelib|platlib)/")
 _SKIP_DIR = re.compile(r"(^|/)[^/]+\.(dist-info|egg-info|data)(/|$)")
+#: the files module_name_of may name a module
+_MODULE_SUFFIXES = (".py", ".pyi", ".so", ".pyd")
 
 #: submodule names that are never public API (test suites, entry points, build scripts)
 PRIVATE_NAMES = frozenset({"tests", "test", "conftest", "__main__", "setup", "__pycache__"})
@@ -119,7 +121,7 @@ def artifact_modules(artifact, members: Iterable) -> dict[str, ModuleEntry]:
     if kind in (ArtifactKind.TREE, ArtifactKind.SDIST):
         present = set(member_paths)
         for p in member_paths:
-            if not p.endswith((".py", ".pyi", ".so", ".pyd")) or _SKIP_DIR.search(p):
+            if not p.endswith(_MODULE_SUFFIXES) or _SKIP_DIR.search(p):
                 continue
             parts = p.split("/")
             # climb while the folder is a regular package
@@ -132,7 +134,11 @@ def artifact_modules(artifact, members: Iterable) -> dict[str, ModuleEntry]:
         for p in member_paths:
             paths.setdefault(p.rsplit("/", 1)[-1], p)
     else:
+        # module_name_of names no other file: the rest of an installed distribution (its
+        # __pycache__, data, metadata) is left before the patterns run
         for p in member_paths:
+            if not p.endswith(_MODULE_SUFFIXES):
+                continue
             rel = _DATA_DIR.sub("", p, count=1)
             if _SKIP_DIR.search(rel):
                 continue
@@ -640,9 +646,9 @@ class ModuleUniverse:
                     if mod not in imported:
                         maybe.setdefault(mod, f"{opaque}, and {m} names {mod} in a call at import time")
         for mod, why in list(maybe.items()):
-            for more in self._closure_of(mod, False):
-                if more not in imported:
-                    maybe.setdefault(more, why)
+            # (what is not in yet, as a set difference: most of that closure is)
+            for more in self._closure_of(mod, False) - imported:
+                maybe.setdefault(more, why)
         return maybe, tuple(sorted(opaques))
 
     def shadowed(self, parent: str, sub: str | None = None, depth: int = 0) -> Reach | None:
