@@ -382,6 +382,9 @@ class ImportTimeModel:
         entry = self.universe.get(module)
         is_pkg = bool(entry and entry.is_package)
         runs, effect = self.runs, self._effect
+        # a call with the same literal arguments, run the same way, adds nothing new: what a followed
+        # body applies is idempotent (torch 2.8.0: 17.4 k module-level calls, 7.3 k distinct)
+        followed: set[tuple[str, tuple[str, ...], Truth]] = set()
         for e in prog.effects:
             if e.conditions or e.try_lines:
                 t = runs(module, e.conditions, e.line, e.try_lines)
@@ -393,6 +396,10 @@ class ImportTimeModel:
                 t = _RUNS
             kind = e.kind
             if kind == "call":
+                call = (e.callee, e.args, t)
+                if call in followed:
+                    continue
+                followed.add(call)
                 effect(module, is_pkg, prog, e, out, t, 0, set())
             elif kind not in _INERT:
                 effect(module, is_pkg, prog, e, out, t, 0, _NO_CALLS)
