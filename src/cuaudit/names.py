@@ -11,6 +11,7 @@ import re
 
 #: folders whose files are a package's tests, never imported by the package itself
 TEST_FOLDERS = ("tests", "test", "testing")
+_TEST_FOLDERS = frozenset(TEST_FOLDERS)
 
 
 def absolute_module(module: str, level: int, package: str) -> str | None:
@@ -34,9 +35,9 @@ def absolute_module(module: str, level: int, package: str) -> str | None:
 def is_test_path(path: str) -> bool:
     """A test module or a file of a test folder (``tests/``, ``testing/``, ``test_*.py``, ``conftest.py``)."""
     parts = path.split("/")
-    name = parts[-1]
+    name = parts.pop()
     return (
-        any(p in TEST_FOLDERS for p in parts[:-1])
+        not _TEST_FOLDERS.isdisjoint(parts)
         or name.startswith("test_")
         or name.endswith("_test.py")
         or name == "conftest.py"

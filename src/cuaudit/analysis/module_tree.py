@@ -540,20 +540,26 @@ class ModuleUniverse:
         prog = self.program(name) if entry is not None else None
         if prog is None:
             return found, stars
+        is_pkg = entry.kind == "package"  # type: ignore[union-attr]
+        bases: dict[tuple[str, int], str | None] = {}  # most of a module's imports share a few `from` parts
         for effect in prog.effects:
-            if effect.kind == "import":
-                base = absolute_module(effect.module, effect.level, name, entry.kind == "package")  # type: ignore[union-attr]
-            elif effect.kind == "dynamic-import" and effect.module and not effect.module.startswith("."):
-                base = effect.module
-            else:
-                continue
-            if not base:
-                continue
-            found.update(dotted_prefixes(base))
-            if effect.kind == "import" and effect.name == "*":
-                stars.add(base)
-            elif effect.kind == "import" and effect.name:
-                found.add(f"{base}.{effect.name}")
+            kind = effect.kind
+            if kind == "import":
+                key = (effect.module, effect.level)
+                if key in bases:
+                    base = bases[key]
+                else:
+                    base = bases[key] = absolute_module(effect.module, effect.level, name, is_pkg)
+                    if base:
+                        found.update(dotted_prefixes(base))
+                if not base:
+                    continue
+                if effect.name == "*":
+                    stars.add(base)
+                elif effect.name:
+                    found.add(f"{base}.{effect.name}")
+            elif kind == "dynamic-import" and effect.module and not effect.module.startswith("."):
+                found.update(dotted_prefixes(effect.module))
         return found, stars
 
     def closure(self, roots: Iterable[str]) -> frozenset[str]:
