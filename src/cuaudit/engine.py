@@ -29,6 +29,7 @@ from cuaudit.model import (
     InputError,
     Location,
     Member,
+    MemberKind,
     Problem,
     ProbeRecord,
 )
@@ -180,6 +181,10 @@ def _results_of(fut: Any, artifact: Artifact, chunk: list) -> tuple[list[tuple[s
     return _extract_group(artifact, chunk), broken
 
 
+class FactNotReady(RuntimeError):
+    """A fact read while the extraction that brings it is still under way (see ``Facts.coming``)."""
+
+
 class Pickled(bytes):
     """A fact kept as its pickle until something reads it (:attr:`Extractor.decoded_lazily`)."""
 
@@ -224,12 +229,18 @@ class Facts(dict):
         #: the open bundles hold those pickles anyway: they cost nothing more here)
         self.keeps_pickles = False
         self._pickles: dict[tuple[int, str, str], Pickled] = {}
+        #: keys an extraction in stages has still to collect (``Extraction._extract``): reading one
+        #: is a rule reading a fact it does not name in ``needs``, an error rather than a silent None
+        self.coming: set[tuple[int, str, str]] = set()
 
     def get(self, key: Any, default: Any = None) -> Any:
         value = dict.get(self, key, _ABSENT)
         if value is _ABSENT:
             if key in self.inflight and self.settle is not None:
                 self.settle(key)
+            elif key in self.coming:
+                raise FactNotReady(f"{key[2]} fact of {key[1]} read before it was extracted: "
+                                   "a rule reads an extractor it does not name in `needs`")
             elif key not in self.pending or self.load is None:
                 return default
             else:
@@ -338,6 +349,24 @@ def _cost(chunk: list[tuple[Member, tuple[str, ...]]]) -> int:
     return sum(m.size * (_PYTHON_COST if m.path.endswith((".py", ".pyi")) else 1) for m, _ in chunk)
 
 
+def _send_order(groups: list[tuple[int, int, list]], jobs: int) -> list[int]:
+    """The order to send (stage, artifact, chunk) groups to ``jobs`` workers in: stage by stage,
+    the costliest first within a stage (torch's 968 MB libtorch_cuda.so, listed late, otherwise
+    ran alone at the end).  A group costlier than a worker's share of the work from its stage on
+    (and than a quarter of a worker's share of all of it) goes first, whatever its stage: sent
+    after the earlier stages, it would end alone."""
+    cost = [_cost(chunk) for _s, _i, chunk in groups]
+    from_stage: dict[int, int] = {}
+    for (s, _i, _c), c in zip(groups, cost):
+        from_stage[s] = from_stage.get(s, 0) + c
+    running = 0
+    for s in sorted(from_stage, reverse=True):
+        running = from_stage[s] = from_stage[s] + running
+    total = sum(cost)
+    first = [c * jobs > from_stage[groups[g][0]] and c * 4 * jobs > total for g, c in enumerate(cost)]
+    return sorted(range(len(groups)), key=lambda g: (not first[g], groups[g][0], -cost[g]))
+
+
 def _bundle_key(member_keys: list[str]) -> str:
     import hashlib
 
@@ -352,6 +381,54 @@ def _reads_on_demand(artifact: Artifact) -> bool:
     the format check parses anyway and whose python_source facts the rules read whole (an installed
     source with valid bytecode is not parsed by the format check: see facts/format_check.py)."""
     return artifact.ref.kind is ArtifactKind.INSTALLED
+
+
+class _Feeder:
+    """Sends one extraction's groups to the workers: some at once, the ``held`` ones (later stages,
+    in send order) at most one per worker in flight beyond what else the workers have queued."""
+
+    def __init__(self, extraction: "Extraction", submit: Callable[[int, list], Any], groups: list[tuple[int, int, list]],
+                 jobs: int, held: list[int]) -> None:
+        from collections import deque
+
+        # one submitter for the whole extraction: its workers were forked at its first submit (a pool
+        # stopped meanwhile, a worker having died, takes no more: those groups are extracted here)
+        self.extraction, self.submit, self.groups, self.jobs = extraction, submit, groups, jobs
+        self.held = deque(held)
+        self.futures: dict[int, Any] = {}
+        self.inflight: list[Any] = []  # futures of held groups sent, not known to be done
+
+    def send(self, gs: Iterable[int]) -> list[Any]:
+        sent = []
+        for g in gs:
+            if g not in self.futures:
+                fut = self.futures[g] = self.submit(self.groups[g][1], self.groups[g][2])
+                sent.append(fut)
+        return sent
+
+    def feed(self) -> None:
+        self.inflight = [f for f in self.inflight if f is not None and not f.done()]
+        want = []
+        while self.held and len(self.inflight) + len(want) < self.jobs:
+            g = self.held.popleft()
+            if g not in self.futures:
+                want.append(g)
+        self.inflight += [f for f in self.send(want) if f is not None]
+
+    def wait(self, g: int) -> Any:
+        """Group ``g``'s future, sent now if it was held, once done; the workers are kept fed meanwhile."""
+        from concurrent.futures import FIRST_COMPLETED
+        from concurrent.futures import wait as wait_for
+
+        if g not in self.futures:
+            self.send([g])
+        fut = self.futures[g]
+        while fut is not None and not fut.done():
+            self.feed()
+            if self.extraction._feeder is not self:
+                self.extraction.feed()  # facts read on demand while an up-front extraction holds stages back
+            wait_for([fut, *self.inflight], return_when=FIRST_COMPLETED)
+        return fut
 
 
 class Extraction:
@@ -390,9 +467,15 @@ class Extraction:
         #: open bundles (evidence inputs', audited artifacts' on-demand facts) by (kind, ref)
         self._bundles: dict[tuple[str, ArtifactRef], _OpenBundle] = {}
         self._artifacts: list[Artifact] = []
+        #: the later stages of the extraction in progress, held back while rules read on demand
+        self._feeder: _Feeder | None = None
 
-    def run(self, artifacts: Sequence[Artifact], wanted: Callable[[Member], tuple[str, ...]]) -> None:
-        """Extract (or take from the cache) the facts ``wanted`` names; on-demand ones wait to be read."""
+    def run(self, artifacts: Sequence[Artifact], wanted: Callable[[Member], tuple[str, ...]], *,
+            stage: Callable[[tuple[str, ...]], int] | None = None, ready: Callable[[int], None] | None = None) -> None:
+        """Extract (or take from the cache) the facts ``wanted`` names; on-demand ones wait to be read.
+
+        ``stage`` and ``ready``: see :meth:`_extract`; with facts read on demand (an environment's),
+        the later stages go to the workers a few at a time (its ``background``)."""
         pending: list[tuple[int, Member, tuple[str, ...]]] = []
         keys: dict[tuple[int, str, str], str] = {}
         on_demand = set(facts_registry.flagged("on_demand"))
@@ -454,7 +537,8 @@ class Extraction:
         total_bytes = sum(m.size for v in todo.values() for m, _ in v)
         new: list[tuple[str, Any]] = []
         try:
-            self._extract(artifacts, todo, keys, new, total_tasks, total_bytes)
+            self._extract(artifacts, todo, keys, new, total_tasks, total_bytes, stage=stage, ready=ready,
+                          background=bool(deferred))
         finally:
             # --no-cache keeps nothing: a bundle would pickle every fact for nothing (1.4 s of a torch 2.8.0 check)
             if self.store.keeps:
@@ -482,6 +566,7 @@ class Extraction:
         tasks = self._take(wanted, keys)
         if not tasks:
             return
+        self.feed()
         self.store.close()  # no SQLite connection crosses a fork (see run)
         self._machine_store.close()
         new: list[tuple[str, Any]] = []
@@ -628,57 +713,110 @@ class Extraction:
             self._machine_store.close()
 
     def _extract(self, artifacts, todo, keys, new, total_tasks: int, total_bytes: int, *,
-                 progress: Progress | None | bool = True) -> None:
+                 progress: Progress | None | bool = True, stage: Callable[[tuple[str, ...]], int] | None = None,
+                 ready: Callable[[int], None] | None = None, background: bool = False) -> None:
+        """Extract ``todo`` (artifact index -> tasks), in the workers when there is enough of it.
+
+        ``stage`` (a task's extractor names -> a number) orders the work: every task of a stage
+        is sent before the next stage's, and once a stage is all collected ``ready(n)`` is called
+        with the last stage before the next one that still has tasks to come, while the workers
+        go on with those (the engine runs the rules whose facts are in: see :func:`audit`).
+        Until then a read of a fact still to come raises :class:`FactNotReady`.  An ELF file
+        on disk (an installed library) is read once per stage of its facts, not once for all.
+
+        ``background``: the rules extract facts on demand through the same workers, and would
+        queue behind every later stage sent at once: those are kept in the parent and sent a few
+        at a time (one per worker in flight: :class:`_Feeder`), topped up whenever the parent
+        waits on the workers."""
         if not total_tasks:
             return
         progress = self.progress if progress is True else progress
         jobs = self.config.jobs or _usable_cpus()
-        groups = [(i, chunk) for i, tasks in todo.items() for chunk in _chunks(tasks)]
+        stage_of = stage or (lambda names: 0)
+        staged: dict[int, dict[int, list[tuple[Member, tuple[str, ...]]]]] = {}
+        for i, tasks in todo.items():
+            art = artifacts[i]
+            for m, names in tasks:
+                if stage is not None and len(names) > 1 and m.kind is MemberKind.ELF and art.fs_path(m.path) is not None:
+                    by: dict[int, list[str]] = {}
+                    for n in names:
+                        by.setdefault(stage_of((n,)), []).append(n)
+                    for s, part in by.items():
+                        staged.setdefault(s, {}).setdefault(i, []).append((m, tuple(part)))
+                else:
+                    staged.setdefault(stage_of(names), {}).setdefault(i, []).append((m, names))
+        stages = sorted(staged)
+
+        def grouped(**kw: int) -> list[tuple[int, int, list]]:
+            return [(s, i, chunk) for s in stages for i, tasks in staged[s].items() for chunk in _chunks(tasks, **kw)]
+
+        groups = grouped()
         global _FORKED
         # a running pool forks nothing more: a smaller batch (one artifact's, one chunk) is worth sending to it
         warm = self._pool is not None
         least = PARALLEL_WARM_MIN_TASKS if warm else PARALLEL_MIN_TASKS
         parallel = jobs > 1 and (len(groups) > 1 or (warm and total_tasks > 1)) \
             and (total_tasks >= least or total_bytes >= PARALLEL_MIN_BYTES)
+        coming = self.facts.coming
+        guarded = ready is not None and len(stages) > 1
+        if guarded:
+            coming.update((i, m.path, n) for _s, i, chunk in groups for m, names in chunk for n in names)
+        feeder: _Feeder | None = None
+        outer = self._feeder
         try:
             if parallel:
                 if len(groups) < 4 * jobs:
                     # a small batch (a level of the import closure) in small chunks keeps every worker busy
-                    per = max(1, -(-total_tasks // (4 * jobs)))
-                    groups = [(i, chunk) for i, tasks in todo.items() for chunk in _chunks(tasks, max_items=per)]
-                broken = False
+                    groups = grouped(max_items=max(1, -(-total_tasks // (4 * jobs))))
                 with gc_paused():  # the parent only gathers results (see heap.gc_paused)
-                    submit = self._submitter(artifacts, jobs, len(groups))
-                    # The costliest groups start first (torch's 968 MB libtorch_cuda.so, listed late,
-                    # otherwise ran alone at the end); results are still taken in listing order.
-                    started = {g: submit(*groups[g]) for g in sorted(range(len(groups)), key=lambda g: -_cost(groups[g][1]))}
-                    futures = [(i, chunk, started[g]) for g, (i, chunk) in enumerate(groups)]
-                    # The workers are forked by now (at the pool's first submit; later batches fork
-                    # nothing): the progress bar's refresh thread starts after, so no child inherits its locks.
-                    if progress:
-                        progress.start(total_bytes, "Extracting facts")
-                    for i, chunk, fut in futures:
-                        results, died = _results_of(fut, artifacts[i], chunk)
-                        broken = broken or died
+                    order = _send_order(groups, jobs)
+                    held = [g for g in order if groups[g][0] != stages[0]] if background and guarded else []
+                    feeder = _Feeder(self, self._submitter(artifacts, jobs, len(groups)), groups, jobs, held)
+                    feeder.send([g for g in order if not held or groups[g][0] == stages[0]])
+                    if held:
+                        self._feeder = feeder
+            # The workers are forked by now (at the pool's first submit; later batches fork
+            # nothing): the progress bar's refresh thread starts after, so no child inherits its locks.
+            if progress:
+                progress.start(total_bytes, "Extracting facts")
+            broken = False
+            g = 0
+            while g < len(groups):
+                now = groups[g][0]
+                with gc_paused():  # (see heap.gc_paused)
+                    while g < len(groups) and groups[g][0] == now:
+                        _s, i, chunk = groups[g]
+                        if feeder is not None:
+                            results, died = _results_of(feeder.wait(g), artifacts[i], chunk)
+                            broken = broken or died
+                        else:
+                            results = _extract_group(artifacts[i], chunk)
                         self._collect(artifacts, i, results, keys, new)
+                        if guarded:
+                            coming.difference_update((i, m.path, n) for m, names in chunk for n in names)
                         if progress:
                             progress.advance(sum(m.size for m, _ in chunk), chunk[-1][0].path)
-                if broken or not self.keep_workers:
-                    self.stop_workers()  # a pool whose worker died takes no more work; the next batch starts one
-            else:
-                if progress:
-                    progress.start(total_bytes, "Extracting facts")
-                for i, chunk in groups:
-                    self._collect(artifacts, i, _extract_group(artifacts[i], chunk), keys, new)
-                    if progress:
-                        progress.advance(sum(m.size for m, _ in chunk), chunk[-1][0].path)
+                        g += 1
+                if ready is not None and g < len(groups):
+                    ready(groups[g][0] - 1)
+            if parallel and (broken or not self.keep_workers):
+                self.stop_workers()  # a pool whose worker died takes no more work; the next batch starts one
         except BaseException:
             self.stop_workers()  # no worker outlives a failed (or interrupted) extraction
             raise
         finally:
+            self._feeder = outer
+            if guarded:
+                coming.clear()
             _FORKED = None  # noqa: F841 - see _submitter; running workers keep their copy
             if progress:
                 progress.stop()
+
+    def feed(self) -> None:
+        """Top up the workers with the later stages held back (see :meth:`_extract`'s ``background``):
+        called wherever the parent is about to wait on the workers for facts it reads on demand."""
+        if self._feeder is not None:
+            self._feeder.feed()
 
     def _submitter(self, artifacts: Sequence[Artifact], jobs: int, groups: int) -> Callable[[int, list], Any]:
         """``submit(i, chunk)``: a future of the chunk's extraction in the worker pool (started if
@@ -795,6 +933,7 @@ class Extraction:
                             continue
                     if not inflight:
                         continue
+                    self.feed()  # the later stages of the up-front extraction, a few at a time
                     done, _ = wait_for(list(inflight), return_when=FIRST_COMPLETED)
                     for fut in sorted(done, key=lambda f: inflight[f][0]):
                         _n, i, chunk = inflight.pop(fut)
@@ -1026,9 +1165,11 @@ def _collect(
 
 
 def _extract(artifacts: list[Artifact], environment: EnvironmentInfo | None, problems: list[Finding], *,
-             config: Config, extractors: Iterable[str], progress: Progress | None, keep_workers: bool = False) -> Gathered:
+             config: Config, extractors: Iterable[str], progress: Progress | None, keep_workers: bool = False,
+             extraction: "Extraction | None" = None, rules: "_RuleRun | None" = None) -> Gathered:
     """The named facts of listed artifacts (cache, workers), with the problems met listing them
-    (``keep_workers``: see :class:`Extraction`; the caller then stops them)."""
+    (``keep_workers``: see :class:`Extraction`; the caller then stops them).  With ``rules``,
+    their facts are extracted rule by rule and each rule runs once its facts are in."""
     chosen = {n: facts_registry.get(n)() for n in sorted(set(extractors))}
     if not config.probe:
         chosen = {n: e for n, e in chosen.items() if not type(e).probe}
@@ -1036,9 +1177,12 @@ def _extract(artifacts: list[Artifact], environment: EnvironmentInfo | None, pro
     def wanted(member: Member) -> tuple[str, ...]:
         return tuple(n for n, e in chosen.items() if e.applies(member))
 
-    extraction = Extraction(config, progress, keep_workers=keep_workers)
+    extraction = extraction or Extraction(config, progress, keep_workers=keep_workers)
     with fewer_full_collections():
-        extraction.run(artifacts, wanted)
+        if rules is None:
+            extraction.run(artifacts, wanted)
+        else:
+            extraction.run(artifacts, wanted, stage=rules.stage, ready=rules.run_until)
     # The facts live until the audit ends and hold no cycle: later collections (the rules
     # build models, the report its document) need not walk them again.
     gc.freeze()
@@ -1047,6 +1191,65 @@ def _extract(artifacts: list[Artifact], environment: EnvironmentInfo | None, pro
         problems += [problem_finding(p) for p in art.problems]
     problems += extraction.problems
     return Gathered(artifacts, environment, extraction, problems, len(extraction.problems))
+
+
+class _RuleRun:
+    """The selected rules of one audit, run in order, each once the facts it needs are in.
+
+    A rule's stage is its place in the order; a member's extraction, the first rule that needs
+    one of its facts.  The extraction sends the stages in order and calls :meth:`run_until`
+    as each is collected, so the parent computes the import rules (CU1xx, the longest serial
+    stretch) while the workers inflate the libraries only the later rules read (a cold check
+    of torch 2.8.0: 1.4 s of rules after the last fact, on one core)."""
+
+    def __init__(self, ctx: RuleContext, runnable: "list[rules_registry.Rule]", names: set[str]) -> None:
+        self.ctx = ctx
+        self.runnable = runnable
+        self.names = names
+        self.findings: list[Finding] = []
+        self.ran = 0
+        self._first: dict[str, int] = {}
+        for k, rule in enumerate(runnable):
+            for n in rule.needs:
+                self._first.setdefault(n, k)
+        # once a family's rules have run, its models and the facts no later rule needs are let go
+        self._last_of = {type(rule).__module__: k for k, rule in enumerate(runnable)}
+        self._needed_after = [set(n for later in runnable[k + 1:] for n in later.needs) for k in range(len(runnable))]
+
+    def stage(self, names: tuple[str, ...]) -> int:
+        """The first rule that reads one of these facts (the rule count: none does, e.g. ``format``)."""
+        first, late = self._first, len(self.runnable)
+        return min((first.get(n, late) for n in names), default=late)
+
+    def run_until(self, last: int) -> None:
+        """Run the rules not run yet up to index ``last``: their ``ahead`` hooks, then their checks."""
+        ctx, todo = self.ctx, self.runnable[self.ran:last + 1]
+        if not todo:
+            return
+        start = self.ran
+        self.ran += len(todo)
+        with fewer_full_collections():  # the rules' models are large too (evidence parsed on demand)
+            for rule in todo:
+                ctx.family = type(rule).__module__
+                try:
+                    rule.ahead(ctx)
+                except Exception:  # noqa: BLE001 - naming facts ahead only saves time: check() says what fails
+                    pass
+            for k, rule in enumerate(todo, start):
+                ctx.family = type(rule).__module__
+                try:
+                    self.findings += list(rule.check(ctx))
+                except Exception as exc:  # noqa: BLE001 - one broken rule must not hide the others
+                    code, message, evidence = _error_for(exc)
+                    arts = ctx.artifacts
+                    ref = arts[0].ref if arts else ArtifactRef(kind=ArtifactKind.FILE, path=".")
+                    self.findings.append(
+                        rules_registry.get("CU011").finding(
+                            Location(ref), f"rule {rule.code} failed: {message}", evidence={**evidence, "rule": rule.code}, key=rule.code
+                        )
+                    )
+                if self._last_of[ctx.family] == k:
+                    ctx.release(ctx.family, self.names - self._needed_after[k])
 
 
 def audit(
@@ -1098,41 +1301,19 @@ def audit(
     selected = [rules_registry.get(c) for c in codes]
     runnable = [cls() for cls in selected if not cls.emitted_by_engine]
     names = extractors_for(codes)  # from the classes now imported: what they need, even if the index is stale
-    gathered = _extract(artifacts, environment, early, config=config, extractors=names, progress=progress,
-                        keep_workers=True)
-    extraction = gathered.extraction
     # the workers kept for the facts the rules read on demand end with the audit, however it ends
+    extraction = Extraction(config, progress, keep_workers=True)
     try:
         probes: list[ProbeRecord] = []
         evidence_inputs = EvidenceInputs(config, environment, extraction, record=slot is not None)
         ctx = RuleContext(config, artifacts, extraction.facts, environment, probes,
                           evidence=evidence_inputs, probe=Prober(config, probes))
-        findings: list[Finding] = list(gathered.problems)
-        # once a family's rules have run, its models and the facts no later rule needs are let go
-        last_of = {type(rule).__module__: k for k, rule in enumerate(runnable)}
-        needed_after = [set(n for later in runnable[k + 1:] for n in later.needs) for k in range(len(runnable))]
         extraction.facts.keeps_pickles = extraction.store.keeps
-        with fewer_full_collections():  # the rules' models are large too (evidence parsed on demand)
-            for rule in runnable:
-                ctx.family = type(rule).__module__
-                try:
-                    rule.ahead(ctx)
-                except Exception:  # noqa: BLE001 - naming facts ahead only saves time: check() says what fails
-                    pass
-            for k, rule in enumerate(runnable):
-                ctx.family = type(rule).__module__
-                try:
-                    findings += list(rule.check(ctx))
-                except Exception as exc:  # noqa: BLE001 - one broken rule must not hide the others
-                    code, message, evidence = _error_for(exc)
-                    ref = artifacts[0].ref if artifacts else ArtifactRef(kind=ArtifactKind.FILE, path=".")
-                    findings.append(
-                        rules_registry.get("CU011").finding(
-                            Location(ref), f"rule {rule.code} failed: {message}", evidence={**evidence, "rule": rule.code}, key=rule.code
-                        )
-                    )
-                if last_of[ctx.family] == k:
-                    ctx.release(ctx.family, names - needed_after[k])
+        rules = _RuleRun(ctx, runnable, names)
+        gathered = _extract(artifacts, environment, early, config=config, extractors=names, progress=progress,
+                            extraction=extraction, rules=rules)
+        rules.run_until(len(runnable) - 1)
+        findings: list[Finding] = list(gathered.problems) + rules.findings
         # problems met extracting what the rules read on demand (the format check's own, as a rule)
         findings += extraction.problems[gathered.reported:]
         stats = audit_stats(gathered, started)

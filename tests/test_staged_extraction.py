@@ -1,0 +1,168 @@
+"""Rules run as soon as the facts they need are in: the extraction goes rule by rule (stages), and
+the parent computes the import rules while the workers still inflate the libraries only the
+linkage rules read.  Findings are the same as when every fact is extracted first."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import compile_so, make_wheel
+
+from cuaudit import audit, engine
+from cuaudit.config import Config
+from cuaudit.model import Member, MemberKind
+from cuaudit.report import render
+
+
+@pytest.fixture(scope="module")
+def mixed_wheel(tmp_path_factory):
+    """Python with a submodule trap (CU1xx) and enough modules for the workers, and an over-linked
+    library (CU201: its facts are read only by the linkage rules, a later stage)."""
+    d = tmp_path_factory.mktemp("staged")
+    lib = compile_so(d, "libstaged.so", "int staged(void) { return 1; }\n", libs=["m"], flags=["-Wl,--no-as-needed"])
+    # an extension module: its strings are read by the import rules, the first stage
+    ext = compile_so(d, "_ext.so", 'const char *name = "trappkg._ext";\nint PyInit__ext(void) { return 0; }\n')
+    files = {
+        "trappkg/__init__.py": "VERSION = 1\n",
+        "trappkg/comm/__init__.py": "",
+        "trappkg/comm/nccl.py": "def init():\n    return 1\n",
+        "trappkg/use.py": "import trappkg.comm\n\ndef go():\n    return trappkg.comm.nccl.init()\n",
+        "trappkg/lib/libstaged.so": lib.read_bytes(),
+        "trappkg/_ext.cpython-311-x86_64-linux-gnu.so": ext.read_bytes(),
+        **{f"trappkg/m{k}.py": f"import os\n\nX{k} = os.sep * {k}\n" for k in range(40)},
+    }
+    return make_wheel(d, "trappkg", "1.0", files, tag="py3-none-manylinux_2_17_x86_64")
+
+
+def _report(path, **config) -> tuple[str, list[str]]:
+    report = audit([str(path)], config=Config(cache=False, **config))
+    doc = json.loads(render(report, "json"))
+    doc.pop("stats", None)
+    return json.dumps(doc, sort_keys=True), sorted(f.code for f in report.findings)
+
+
+def _spy_stages(monkeypatch):
+    """Each mid-extraction call of the rules: (rules run so far, whether the Python and the
+    library facts were in when it came)."""
+    calls: list[tuple[int, bool, bool]] = []
+    real = engine._RuleRun.run_until
+
+    def run_until(self, last):
+        facts = self.ctx._facts
+        arts = self.ctx.artifacts
+        py_in = dict.__contains__(facts, (0, "trappkg/use.py", "import_time"))
+        lib_in = dict.__contains__(facts, (0, "trappkg/lib/libstaged.so", "elf"))
+        calls.append((self.ran, py_in, lib_in))
+        assert len(arts) == 1
+        real(self, last)
+
+    monkeypatch.setattr(engine._RuleRun, "run_until", run_until)
+    return calls
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_import_rules_run_before_the_library_facts_are_extracted(monkeypatch, mixed_wheel, jobs):
+    calls = _spy_stages(monkeypatch)
+    _text, codes = _report(mixed_wheel, jobs=jobs)
+    assert "CU101" in codes and "CU201" in codes
+    # the first call came with the sources' facts in and the library's still to come
+    first_ran, py_in, lib_in = calls[0]
+    assert first_ran == 0 and py_in and not lib_in
+    # ...and it was not the last: the linkage rules ran after the library's facts came
+    assert len(calls) >= 2 and calls[-1][2]
+
+
+def test_findings_are_those_of_one_stage(monkeypatch, mixed_wheel):
+    staged, staged_codes = _report(mixed_wheel, jobs=2)
+    monkeypatch.setattr(engine._RuleRun, "stage", lambda self, names: 0)  # every fact first, then every rule
+    whole, whole_codes = _report(mixed_wheel, jobs=2)
+    assert staged_codes == whole_codes and "CU101" in whole_codes and "CU201" in whole_codes
+    assert staged == whole
+    assert _report(mixed_wheel, jobs=1)[0] == whole
+
+
+def test_a_fact_read_before_its_stage_is_an_error_not_a_silent_none():
+    facts = engine.Facts()
+    facts[(0, "a.py", "import_time")] = "program"
+    facts.coming.add((0, "lib.so", "elf"))
+    assert facts.get((0, "a.py", "import_time")) == "program"
+    assert facts.get((0, "b.py", "import_time")) is None  # no such fact: None, as ever
+    with pytest.raises(engine.FactNotReady, match="elf fact of lib.so"):
+        facts.get((0, "lib.so", "elf"))
+
+
+def test_a_rule_that_reads_a_fact_it_does_not_name_is_cu011(monkeypatch, mixed_wheel):
+    # CU101 made to read the library's ELF facts without naming them: with the stages, it would
+    # see none (they come later); the read fails loudly instead
+    from cuaudit.rules.imports import SubmoduleNotBound
+
+    real = SubmoduleNotBound.check
+
+    def check(self, ctx):
+        for art in ctx.artifacts:
+            ctx.fact("elf", art, "trappkg/lib/libstaged.so")
+        return real(self, ctx)
+
+    monkeypatch.setattr(SubmoduleNotBound, "check", check)
+    report = audit([str(mixed_wheel)], config=Config(cache=False, jobs=2))
+    failed = [f for f in report.findings if f.code == "CU011"]
+    assert failed and "read before it was extracted" in failed[0].message
+
+
+def _chunk(path: str, size: int) -> list:
+    return [(Member(path, MemberKind.ELF if path.endswith(".so") else MemberKind.PYTHON, size, path), ("x",))]
+
+
+def test_a_late_group_that_would_end_alone_is_sent_first():
+    py = [(0, 0, _chunk(f"m{k}.py", 1_000_000)) for k in range(6)]  # 6 x 50 M of Python cost
+    huge = (5, 0, _chunk("libbig.so", 400_000_000))  # read only by a later rule, but half the work
+    small = (5, 0, _chunk("libsmall.so", 1_000_000))
+    order = engine._send_order(py + [small, huge], jobs=2)
+    assert order[0] == 7  # the huge library first, whatever its stage
+    assert order[1:7] == list(range(6)) and order[7] == 6  # then stage by stage
+    # a late group no costlier than its share waits for its stage
+    assert engine._send_order(py + [small], jobs=2) == list(range(7))
+
+
+@pytest.fixture(scope="module")
+def mixed_installed(tmp_path_factory, mixed_wheel):
+    """The same files installed: an environment's import facts are read on demand by the rules."""
+    import zipfile
+
+    from conftest import make_installed
+
+    with zipfile.ZipFile(mixed_wheel) as zf:
+        files = {n: zf.read(n) for n in zf.namelist() if not n.startswith("trappkg-1.0.dist-info/")}
+    return make_installed(tmp_path_factory.mktemp("site"), "trappkg", files)
+
+
+def test_an_environment_holds_its_later_stages_back_while_its_rules_read_on_demand(monkeypatch, mixed_installed):
+    held_at_first: list[int] = []
+    calls = _spy_stages(monkeypatch)
+    spied = engine._RuleRun.run_until
+    feeders: list = []
+    real_init = engine._Feeder.__init__
+
+    def init(self, *args, **kw):
+        real_init(self, *args, **kw)
+        feeders.append(self)
+
+    monkeypatch.setattr(engine._Feeder, "__init__", init)
+
+    def watching(self, last):
+        up_front = feeders[0]
+        held_at_first.append(len(up_front.held))
+        spied(self, last)
+
+    monkeypatch.setattr(engine._RuleRun, "run_until", watching)
+    report = audit([mixed_installed], config=Config(cache=False, jobs=2))
+    codes = sorted(f.code for f in report.findings)
+    assert "CU101" in codes and "CU201" in codes
+    # the rules ran before the library's facts were in, with later stages still held back from the workers
+    assert calls[0][0] == 0 and not calls[0][2]
+    assert held_at_first[0] > 0
+    # and found what a run with every fact first finds
+    monkeypatch.setattr(engine._RuleRun, "stage", lambda self, names: 0)
+    whole = audit([mixed_installed], config=Config(cache=False, jobs=2))
+    assert [f.message for f in report.findings] == [f.message for f in whole.findings]
