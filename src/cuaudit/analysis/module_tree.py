@@ -259,6 +259,10 @@ class ModuleUniverse:
         self._named_by_parent: dict[tuple[str, frozenset[str]], dict[str, str]] = {}  # the same over a parent's folder
         self._maybe: dict[frozenset[str], tuple[dict[str, str], tuple[str, ...]]] = {}  # closure -> maybe_imported
         self._telling: dict[frozenset[str], tuple[ModuleRun, ...]] = {}  # closure -> _telling_runs
+        self._tells: set[str] = set()  # modules whose runs _telling_runs keeps
+        self._names_modules: set[str] = set()  # modules whose calls name modules (see _naming)
+        self._names_none: set[str] = set()  # modules asked whose calls name none
+        self._silent: set[str] = set()  # modules asked whose runs it does not (or without a program)
         # ("failed", closure) -> module -> why its import fails;
         # ("computed", closure) -> package -> a computed import into it
         self._run_reasons: dict[tuple[str, frozenset[str]], dict[str, str]] = {}
@@ -622,15 +626,25 @@ class ModuleUniverse:
         verdicts read (most runs do none of it), gathered once per closure."""
         got = self._telling.get(imported)
         if got is None:
-            runs, programs = self.model.run, self._programs
-            found = []
-            for m in imported:
+            # each module is asked once (the closures of an environment share most of their
+            # modules): the rest of a closure is sorted out by set operations
+            runs, programs, tells, silent = self.model.run, self._programs, self._tells, self._silent
+            for m in imported - tells - silent:
                 run = runs(m) if m in programs else None
                 if run is not None and (run.maybe or run.failed or run.computed or run.opaque):
-                    found.append((m, run))
-            found.sort(key=lambda mr: mr[0])  # the few that tell, not the whole closure
-            got = self._telling[imported] = tuple(run for _, run in found)
+                    tells.add(m)
+                else:
+                    silent.add(m)
+            got = self._telling[imported] = tuple(runs(m) for m in sorted(imported & tells))
         return got
+
+    def _naming(self, imported: frozenset[str]) -> set[str]:
+        """The modules of a closure whose top level names modules of its package in calls
+        (``ImportTimeModel.named_modules``), each module asked once."""
+        naming, quiet, programs = self._names_modules, self._names_none, self._programs
+        for m in imported - naming - quiet:
+            (naming if m in programs and self.model.named_modules(m) else quiet).add(m)
+        return imported & naming
 
     def _find_maybe_imported(self, imported: frozenset[str]) -> tuple[dict[str, str], tuple[str, ...]]:
         maybe: dict[str, str] = {}
@@ -647,8 +661,9 @@ class ModuleUniverse:
             # `@preload_module("sqlalchemy.orm.strategies")`): those may be imported
             # only registrations made by modules that run (sqlalchemy.orm's own are not, when
             # `import sqlalchemy` imports no sqlalchemy.orm module)
-            for m in imported:
-                for mod in self.model.named_modules(m) if m in self._programs else ():
+            # (in name order: the first module naming one is the one the reason gives)
+            for m in sorted(self._naming(imported)):
+                for mod in self.model.named_modules(m):
                     if mod not in imported:
                         maybe.setdefault(mod, f"{opaque}, and {m} names {mod} in a call at import time")
         for mod, why in list(maybe.items()):
