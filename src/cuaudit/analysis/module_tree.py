@@ -1162,7 +1162,9 @@ class _Components:
 
     An environment's closures walked the same cycles again for each of thousands of roots
     (14,283 closures, 6.3 M steps on the GPU machine's environment); a closure is now a walk
-    over components, each a cycle of modules that import one another, added at once.
+    over components, each a cycle of modules that import one another, added at once, and what
+    a component reaches is kept: a later walk that meets it adds that set whole (a torch
+    check's 1,595 roots walked torch's components again each).
     """
 
     def __init__(self, successors: Callable[[str], frozenset[str]]) -> None:
