@@ -137,32 +137,42 @@ def mixed_installed(tmp_path_factory, mixed_wheel):
     return make_installed(tmp_path_factory.mktemp("site"), "trappkg", files)
 
 
-def test_an_environment_holds_its_later_stages_back_while_its_rules_read_on_demand(monkeypatch, mixed_installed):
-    held_at_first: list[int] = []
+def test_an_environment_runs_its_import_rules_before_its_libraries_are_read(monkeypatch, mixed_installed):
     calls = _spy_stages(monkeypatch)
-    spied = engine._RuleRun.run_until
-    feeders: list = []
-    real_init = engine._Feeder.__init__
-
-    def init(self, *args, **kw):
-        real_init(self, *args, **kw)
-        feeders.append(self)
-
-    monkeypatch.setattr(engine._Feeder, "__init__", init)
-
-    def watching(self, last):
-        up_front = feeders[0]
-        held_at_first.append(len(up_front.held))
-        spied(self, last)
-
-    monkeypatch.setattr(engine._RuleRun, "run_until", watching)
     report = audit([mixed_installed], config=Config(cache=False, jobs=2))
     codes = sorted(f.code for f in report.findings)
     assert "CU101" in codes and "CU201" in codes
-    # the rules ran before the library's facts were in, with later stages still held back from the workers
+    # the rules ran once the extension module's strings were in, before the library's facts were
     assert calls[0][0] == 0 and not calls[0][2]
-    assert held_at_first[0] > 0
     # and found what a run with every fact first finds
     monkeypatch.setattr(engine._RuleRun, "stage", lambda self, names: 0)
     whole = audit([mixed_installed], config=Config(cache=False, jobs=2))
     assert [f.message for f in report.findings] == [f.message for f in whole.findings]
+
+
+def test_held_stages_go_out_one_per_worker_and_each_return_sends_the_next():
+    from concurrent.futures import Future
+
+    sent: list[tuple[int, Future]] = []
+
+    def submit(i, chunk):
+        fut: Future = Future()
+        sent.append((chunk, fut))
+        return fut
+
+    groups = [(1, 0, k) for k in range(6)]
+    feeder = engine._Feeder(None, submit, groups, 2, held=[0, 1, 2, 3, 4, 5])
+    feeder.feed()
+    assert [c for c, _ in sent] == [0, 1]  # one per worker, in send order
+    feeder.feed()
+    assert len(sent) == 2  # nothing more while both are out
+    sent[0][1].set_result([])  # a worker brings one back: the next goes out without the parent
+    assert [c for c, _ in sent] == [0, 1, 2]
+    sent[1][1].set_result([])
+    sent[2][1].set_result([])
+    assert [c for c, _ in sent] == [0, 1, 2, 3, 4]
+    fut5 = feeder.futures.get(5)
+    assert fut5 is None
+    for _c, f in list(sent[3:]):
+        f.set_result([])
+    assert [c for c, _ in sent] == [0, 1, 2, 3, 4, 5] and not feeder.held

@@ -8,7 +8,7 @@ import signal
 import time
 from pathlib import Path
 
-from conftest import make_installed
+from conftest import compile_so, make_installed
 
 from cuaudit import audit, engine
 from cuaudit.config import Config
@@ -186,13 +186,18 @@ def test_facts_a_rule_names_ahead_go_to_the_workers_before_it_reads_them(tmp_pat
 
     from cuaudit.context import RuleContext
 
-    dist = make_installed(tmp_path / "site", "pkg", LEVELS)
+    # with an extension module, whose strings the import rules read first: those run before the
+    # later stages (its ELF facts) are in, and the hooks of every rule are asked before them
+    ext = compile_so(tmp_path, "_ext.so", "int PyInit__ext(void) { return 0; }\n").read_bytes()
+    files = {**LEVELS, "pkg/_ext.cpython-311-x86_64-linux-gnu.so": ext}
+    dist = make_installed(tmp_path / "site", "pkg", files)
     serial = audit([dist], config=Config(cache=False, jobs=1), command="explain")
     events: list[str] = []
     real_submit, real_prefetch = ProcessPoolExecutor.submit, RuleContext.prefetch
 
     def spied_submit(self, fn, *args, **kwargs):
-        if any("promotion_source" in names for _m, names in (args[-1] if args else [])):
+        # the sources named ahead (those of modules no import closure reached: nothing parsed them yet)
+        if any(names == ("promotion_source",) for _m, names in (args[-1] if args else [])):
             events.append("sent")
         return real_submit(self, fn, *args, **kwargs)
 
@@ -201,8 +206,19 @@ def test_facts_a_rule_names_ahead_go_to_the_workers_before_it_reads_them(tmp_pat
             events.append("read")
         return real_prefetch(self, extractors, members, **kwargs)
 
+    from cuaudit.rules.imports import SubmoduleAttributeAccess
+
+    real_check = SubmoduleAttributeAccess.check
+
+    def spied_check(self, ctx):
+        yield from real_check(self, ctx)
+        events.append("import verdicts done")
+
     monkeypatch.setattr(ProcessPoolExecutor, "submit", spied_submit)
     monkeypatch.setattr(RuleContext, "prefetch", spied_prefetch)
-    report = audit([make_installed(tmp_path / "site2", "pkg", LEVELS)], config=Config(cache=False, jobs=2), command="explain")
+    monkeypatch.setattr(SubmoduleAttributeAccess, "check", spied_check)
+    report = audit([make_installed(tmp_path / "site2", "pkg", files)], config=Config(cache=False, jobs=2), command="explain")
     assert "sent" in events and "read" in events and events.index("sent") < events.index("read")
+    # sent while the parent computes the import rules' verdicts, not when the CU4xx rules come to run
+    assert events.index("sent") < events.index("import verdicts done")
     assert [f.message.replace("site2", "site") for f in report.findings] == [f.message for f in serial.findings]

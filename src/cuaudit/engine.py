@@ -385,10 +385,15 @@ def _reads_on_demand(artifact: Artifact) -> bool:
 
 class _Feeder:
     """Sends one extraction's groups to the workers: some at once, the ``held`` ones (later stages,
-    in send order) at most one per worker in flight beyond what else the workers have queued."""
+    in send order) at most one per worker in flight beyond what else the workers have queued.
+
+    A held group that comes back sends the next one (a done-callback, in the pool's own thread):
+    while the parent computes the rules alone (an environment's import verdicts, seconds on end),
+    the workers go on with the later stages instead of waiting for the parent's next walk."""
 
     def __init__(self, extraction: "Extraction", submit: Callable[[int, list], Any], groups: list[tuple[int, int, list]],
                  jobs: int, held: list[int]) -> None:
+        import threading
         from collections import deque
 
         # one submitter for the whole extraction: its workers were forked at its first submit (a pool
@@ -397,37 +402,50 @@ class _Feeder:
         self.held = deque(held)
         self.futures: dict[int, Any] = {}
         self.inflight: list[Any] = []  # futures of held groups sent, not known to be done
+        self._lock = threading.RLock()  # the parent's thread and the pool's (done-callbacks) both feed
 
     def send(self, gs: Iterable[int]) -> list[Any]:
         sent = []
-        for g in gs:
-            if g not in self.futures:
-                fut = self.futures[g] = self.submit(self.groups[g][1], self.groups[g][2])
-                sent.append(fut)
+        with self._lock:
+            for g in gs:
+                if g not in self.futures:
+                    fut = self.futures[g] = self.submit(self.groups[g][1], self.groups[g][2])
+                    sent.append(fut)
         return sent
 
     def feed(self) -> None:
-        self.inflight = [f for f in self.inflight if f is not None and not f.done()]
-        want = []
-        while self.held and len(self.inflight) + len(want) < self.jobs:
-            g = self.held.popleft()
-            if g not in self.futures:
-                want.append(g)
-        self.inflight += [f for f in self.send(want) if f is not None]
+        with self._lock:
+            self.inflight = [f for f in self.inflight if f is not None and not f.done()]
+            want = []
+            while self.held and len(self.inflight) + len(want) < self.jobs:
+                g = self.held.popleft()
+                if g not in self.futures:
+                    want.append(g)
+            fresh = [f for f in self.send(want) if f is not None]
+            self.inflight += fresh
+        for f in fresh:
+            f.add_done_callback(self._came_back)
+
+    def _came_back(self, _fut: Any) -> None:
+        try:
+            self.feed()
+        except Exception:  # noqa: BLE001 - a pool shut down meanwhile: the parent sends (or extracts) what is left
+            pass
 
     def wait(self, g: int) -> Any:
         """Group ``g``'s future, sent now if it was held, once done; the workers are kept fed meanwhile."""
         from concurrent.futures import FIRST_COMPLETED
         from concurrent.futures import wait as wait_for
 
-        if g not in self.futures:
-            self.send([g])
+        self.send([g])
         fut = self.futures[g]
         while fut is not None and not fut.done():
             self.feed()
             if self.extraction._feeder is not self:
                 self.extraction.feed()  # facts read on demand while an up-front extraction holds stages back
-            wait_for([fut, *self.inflight], return_when=FIRST_COMPLETED)
+            with self._lock:
+                others = list(self.inflight)
+            wait_for([fut, *others], return_when=FIRST_COMPLETED)
         return fut
 
 
@@ -1222,14 +1240,17 @@ class _RuleRun:
         return min((first.get(n, late) for n in names), default=late)
 
     def run_until(self, last: int) -> None:
-        """Run the rules not run yet up to index ``last``: their ``ahead`` hooks, then their checks."""
+        """Run the rules not run yet up to index ``last`` (the first time, every rule's ``ahead``
+        hook before any check: the CU4xx sources of an environment are then extracted while the
+        parent computes the import verdicts; a hook that reads a fact still to come fails, and
+        only loses its head start)."""
         ctx, todo = self.ctx, self.runnable[self.ran:last + 1]
         if not todo:
             return
         start = self.ran
         self.ran += len(todo)
         with fewer_full_collections():  # the rules' models are large too (evidence parsed on demand)
-            for rule in todo:
+            for rule in self.runnable if start == 0 else ():
                 ctx.family = type(rule).__module__
                 try:
                     rule.ahead(ctx)
