@@ -57,6 +57,18 @@ def test_reading_a_fact_marks_it_used(tmp_path):
     assert used > 5
 
 
+def test_a_fact_read_within_the_hour_is_not_rewritten(tmp_path):
+    # marking a bundle used rewrites its row (megabytes): to the hour is enough for pruning
+    cache = tmp_path / "c"
+    recent = int(time.time()) - 600
+    (fresh,) = _facts(cache, 1, 10, used=recent)
+    (stale,) = _facts(cache, 1, 10, used=recent - 7200)
+    FactStore(str(cache)).get_many([fresh, stale])
+    db = FactStore(str(cache))._conn()
+    used = dict(db.execute("SELECT key, used FROM facts"))
+    assert used[fresh] == recent and used[stale] > recent
+
+
 def test_failed_fetch_leaves_no_folder(tmp_path, monkeypatch):
     from cuaudit.inputs import index
     from cuaudit.inputs.process import Completed

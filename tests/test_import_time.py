@@ -662,3 +662,33 @@ def test_a_module_without_python_source_facts_adds_no_imports(tree_factory):
     })
     report = run([root])
     assert keys(report, "CU101") == ["pk.alone", "pk.sub"]
+
+
+def test_a_call_effect_holds_the_state_its_own_init_gives_it():
+    """Call effects are built without ``Effect.__init__`` (most effects are calls): the same
+    state, key for key and in the same order, so that they compare, print and pickle alike."""
+    import pickle
+
+    from cuaudit.facts.import_time import Condition, Effect
+
+    prog = parse_import_time(src('''
+        import pkg
+        pkg.setup("a", name, lextab="t", n=1)
+        if flag:
+            run()
+        def f():
+            g(x="y")
+            h()
+    '''))
+    assert prog is not None
+    calls = [e for e in prog.effects + prog.functions[0].effects if e.kind == "call"]
+    cond = (Condition("flag", True, 3),)
+    expected = [
+        Effect("call", 2, (), callee="pkg.setup", args=("a", ""), kwargs=(("lextab", "t"),)),
+        Effect("call", 4, cond, callee="run"),
+        Effect("call", 6, (), callee="g", kwargs=(("x", "y"),)),
+        Effect("call", 7, (), callee="h"),
+    ]
+    assert calls == expected
+    assert [list(vars(e).items()) for e in calls] == [list(vars(e).items()) for e in expected]
+    assert [pickle.dumps(e) for e in calls] == [pickle.dumps(e) for e in expected]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import sys
 
-from cuaudit.formats.python import LEAVES, PUSH_CHILDREN, _asdl_kinds, parse_python_text, preorder, walk
+from cuaudit.formats.python import LEAVES, PUSH_CHILDREN, PUSH_FIELDS, _asdl_kinds, parse_python_text, preorder, walk
 
 SOURCE = '''
 import os, sys as system
@@ -103,6 +103,26 @@ def test_the_generated_child_pushers_push_every_child_last_first():
         assert stack[::-1] == [n for n in ast.iter_child_nodes(node) if not isinstance(n, _SINGLETONS)]
         seen.add(type(node))
     assert {ast.Dict, ast.arguments, ast.MatchClass, ast.Try, ast.JoinedStr} <= seen  # lists with None or names in them
+
+
+def test_the_field_pushers_push_the_fields_first_to_last_and_each_fields_nodes_last_first():
+    """PUSH_FIELDS: a stack walk reads a node's last field first, each field's nodes in order (the
+    order promotion's scopes are built in: an ``else`` before its ``if`` body)."""
+    tree = parse_python_text(SOURCE).tree
+    seen = set()
+    for node in ast.walk(tree):
+        if isinstance(node, _SINGLETONS) or type(node) in LEAVES:
+            continue
+        stack: list[ast.AST] = []
+        PUSH_FIELDS[type(node)](node, stack.extend, stack.append)
+        expected: list[ast.AST] = []
+        for name in reversed(node._fields):
+            value = getattr(node, name, None)
+            items = value if isinstance(value, list) else [value]
+            expected += [v for v in items if isinstance(v, ast.AST) and not isinstance(v, _SINGLETONS)]
+        assert stack[::-1] == expected, type(node)
+        seen.add(type(node))
+    assert {ast.Try, ast.While, ast.Dict, ast.arguments, ast.FunctionDef, ast.MatchClass} <= seen
 
 
 def test_segment_is_ast_get_source_segment_over_the_shared_lines():

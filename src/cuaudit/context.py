@@ -121,6 +121,10 @@ class RuleContext:
         walk = getattr(self._facts, "walk", None)
         if walk is None:
             return  # facts given whole: nothing to extract ahead
+        if not getattr(self._facts, "pending", True):
+            # nothing is left to extract (a wheel's facts all are, up front): following the
+            # walk would only decode the facts it meets (a fifth of torch's rule phase)
+            return
 
         def follow_key(key: tuple[int, str, str]) -> list[tuple[int, str, str]]:
             return [(index[id(a)], p, n) for a, p, n in follow(arts[key[0]], key[1], key[2])]

@@ -1201,9 +1201,10 @@ def _extract(artifacts: list[Artifact], environment: EnvironmentInfo | None, pro
             extraction.run(artifacts, wanted)
         else:
             extraction.run(artifacts, wanted, stage=rules.stage, ready=rules.run_until)
-    # The facts live until the audit ends and hold no cycle: later collections (the rules
-    # build models, the report its document) need not walk them again.
-    gc.freeze()
+        # The facts live until the audit ends and hold no cycle: later collections (the rules
+        # build models, the report its document) need not walk them again.  Frozen before the
+        # thresholds come back, whose first collection would walk them all (0.29 s of torch's check).
+        gc.freeze()
     problems = list(problems)
     for art in artifacts:
         problems += [problem_finding(p) for p in art.problems]

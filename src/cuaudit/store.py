@@ -154,6 +154,11 @@ def _add_used_column(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX IF NOT EXISTS facts_used ON facts (used)")
 
 
+#: ``used`` is kept to the hour: pruning needs no finer order, and an UPDATE rewrites the whole row,
+#: a bundle of megabytes (a cached env run without its snapshot spent 6 % of its rules' time here)
+TOUCH_EVERY = 3600
+
+
 def _touch(db: sqlite3.Connection, keys: list[str]) -> None:
     # one UPDATE per 500 keys: a cached audit of an environment reads one bundle per distribution
     now = int(time.time())
@@ -161,7 +166,7 @@ def _touch(db: sqlite3.Connection, keys: list[str]) -> None:
         for i in range(0, len(keys), 500):
             chunk = keys[i : i + 500]
             db.execute(f"UPDATE facts SET used = ? WHERE key IN ({','.join('?' * len(chunk))}) AND used < ?",
-                       [now, *chunk, now])
+                       [now, *chunk, now - TOUCH_EVERY])
     except sqlite3.Error:
         pass  # a read-only or busy cache still serves reads
 

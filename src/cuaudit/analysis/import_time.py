@@ -98,7 +98,6 @@ class ImportTimeModel:
         self._truths: dict[tuple[str, Condition], Truth] = {}  # conditions outside a try's handlers
         self._bindings: dict[tuple[str, str], tuple[str, Effect | None, Truth]] = {}
         self._failures: dict[str, str] = {}
-        self._chains: dict[str, tuple[str, ...]] = {}  # dotted name -> it and its parents
         #: module -> (its program, effect indexes by the name they bind, its star imports' indexes)
         self._binder_index: dict[str, tuple[ImportTimeFacts, dict[str, list[int]], list[int]]] = {}
         #: module -> (values of its `bind` effects by name, its last `import` effect by bound name)
@@ -267,7 +266,7 @@ class ImportTimeModel:
             base = absolute_module(e.module, e.level, module, is_pkg) or ""
         if not base:
             return ()
-        mods = self._prefixes(base)
+        mods = names.dotted_prefixes(base)
         if e.kind == "import" and e.name and e.name not in ("*", "as") and self.universe.exists(f"{base}.{e.name}"):
             mods += (f"{base}.{e.name}",)
         return mods
@@ -383,6 +382,9 @@ class ImportTimeModel:
         entry = self.universe.get(module)
         is_pkg = bool(entry and entry.is_package)
         runs, effect = self.runs, self._effect
+        # a call with the same literal arguments, run the same way, adds nothing new: what a followed
+        # body applies is idempotent (torch 2.8.0: 17.4 k module-level calls, 7.3 k distinct)
+        followed: set[tuple[str, tuple[str, ...], Truth]] = set()
         for e in prog.effects:
             if e.conditions or e.try_lines:
                 t = runs(module, e.conditions, e.line, e.try_lines)
@@ -394,6 +396,10 @@ class ImportTimeModel:
                 t = _RUNS
             kind = e.kind
             if kind == "call":
+                call = (e.callee, e.args, t)
+                if call in followed:
+                    continue
+                followed.add(call)
                 effect(module, is_pkg, prog, e, out, t, 0, set())
             elif kind not in _INERT:
                 effect(module, is_pkg, prog, e, out, t, 0, _NO_CALLS)
@@ -404,6 +410,8 @@ class ImportTimeModel:
         stops at the first that fails."""
         failures = self._failures
         sure, maybe = out.sure, out.maybe
+        # only an environment known in full has imports that fail (see failure): a wheel's check asks none
+        module = module if getattr(self.universe, "complete", False) else ""
         for m in mods:
             if module:
                 why = failures.get(m)  # the memo first: 180 k imports name known modules
@@ -419,13 +427,6 @@ class ImportTimeModel:
             elif m not in sure:
                 maybe.setdefault(m, t.reason)
 
-    def _prefixes(self, base: str) -> tuple[str, ...]:
-        """``a``, ``a.b``, ``a.b.c`` for ``a.b.c``: the modules importing it imports, outermost first."""
-        got = self._chains.get(base)
-        if got is None:
-            got = self._chains[base] = names.dotted_prefixes(base)
-        return got
-
     def _effect(self, module: str, is_pkg: bool, prog: ImportTimeFacts, e: Effect, out: ModuleRun, t: Truth, depth: int,
                 seen: set[tuple[str, str]] | frozenset[tuple[str, str]], args: dict[str, str] | None = None) -> None:
         """Apply one effect; ``args``: the literal arguments the followed call passed, by parameter."""
@@ -433,7 +434,7 @@ class ImportTimeModel:
             base = absolute_module(e.module, e.level, module, is_pkg)
             if not base:
                 return
-            mods = self._prefixes(base)
+            mods = names.dotted_prefixes(base)
             if e.name and e.name != "*" and self.universe.exists(f"{base}.{e.name}"):
                 mods += (f"{base}.{e.name}",)
             self._add(out, mods, t, module, e.line)

@@ -34,6 +34,8 @@ from cuaudit.names import dotted_prefixes
 _EXT = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(\.[A-Za-z0-9_-]+)*\.(so|pyd)$")
 _DATA_DIR = re.compile(r"^[^/]+\.data/(purelib|platlib)/")
 _SKIP_DIR = re.compile(r"(^|/)[^/]+\.(dist-info|egg-info|data)(/|$)")
+#: the files module_name_of may name a module
+_MODULE_SUFFIXES = (".py", ".pyi", ".so", ".pyd")
 
 #: submodule names that are never public API (test suites, entry points, build scripts)
 PRIVATE_NAMES = frozenset({"tests", "test", "conftest", "__main__", "setup", "__pycache__"})
@@ -119,7 +121,7 @@ def artifact_modules(artifact, members: Iterable) -> dict[str, ModuleEntry]:
     if kind in (ArtifactKind.TREE, ArtifactKind.SDIST):
         present = set(member_paths)
         for p in member_paths:
-            if not p.endswith((".py", ".pyi", ".so", ".pyd")) or _SKIP_DIR.search(p):
+            if not p.endswith(_MODULE_SUFFIXES) or _SKIP_DIR.search(p):
                 continue
             parts = p.split("/")
             # climb while the folder is a regular package
@@ -132,7 +134,11 @@ def artifact_modules(artifact, members: Iterable) -> dict[str, ModuleEntry]:
         for p in member_paths:
             paths.setdefault(p.rsplit("/", 1)[-1], p)
     else:
+        # module_name_of names no other file: the rest of an installed distribution (its
+        # __pycache__, data, metadata) is left before the patterns run
         for p in member_paths:
+            if not p.endswith(_MODULE_SUFFIXES):
+                continue
             rel = _DATA_DIR.sub("", p, count=1)
             if _SKIP_DIR.search(rel):
                 continue
@@ -248,10 +254,15 @@ class ModuleUniverse:
         self._direct: dict[str, tuple[frozenset[str], bool]] = {}
         self._strings: dict[str, tuple] = {}
         self._sources: dict[str, tuple] = {}  # extension module -> how to get its source's python_source facts
+        self._targets: dict[tuple[str, str], str | None] = {}  # (parent, sub) -> binding_target
         self._named: dict[str, dict[str, str]] = {}  # module -> bare names its calls pass -> where
         self._named_by_parent: dict[tuple[str, frozenset[str]], dict[str, str]] = {}  # the same over a parent's folder
         self._maybe: dict[frozenset[str], tuple[dict[str, str], tuple[str, ...]]] = {}  # closure -> maybe_imported
         self._telling: dict[frozenset[str], tuple[ModuleRun, ...]] = {}  # closure -> _telling_runs
+        self._tells: set[str] = set()  # modules whose runs _telling_runs keeps
+        self._names_modules: set[str] = set()  # modules whose calls name modules (see _naming)
+        self._names_none: set[str] = set()  # modules asked whose calls name none
+        self._silent: set[str] = set()  # modules asked whose runs it does not (or without a program)
         # ("failed", closure) -> module -> why its import fails;
         # ("computed", closure) -> package -> a computed import into it
         self._run_reasons: dict[tuple[str, frozenset[str]], dict[str, str]] = {}
@@ -533,20 +544,26 @@ class ModuleUniverse:
         prog = self.program(name) if entry is not None else None
         if prog is None:
             return found, stars
+        is_pkg = entry.kind == "package"  # type: ignore[union-attr]
+        bases: dict[tuple[str, int], str | None] = {}  # most of a module's imports share a few `from` parts
         for effect in prog.effects:
-            if effect.kind == "import":
-                base = absolute_module(effect.module, effect.level, name, entry.kind == "package")  # type: ignore[union-attr]
-            elif effect.kind == "dynamic-import" and effect.module and not effect.module.startswith("."):
-                base = effect.module
-            else:
-                continue
-            if not base:
-                continue
-            found.update(dotted_prefixes(base))
-            if effect.kind == "import" and effect.name == "*":
-                stars.add(base)
-            elif effect.kind == "import" and effect.name:
-                found.add(f"{base}.{effect.name}")
+            kind = effect.kind
+            if kind == "import":
+                key = (effect.module, effect.level)
+                if key in bases:
+                    base = bases[key]
+                else:
+                    base = bases[key] = absolute_module(effect.module, effect.level, name, is_pkg)
+                    if base:
+                        found.update(dotted_prefixes(base))
+                if not base:
+                    continue
+                if effect.name == "*":
+                    stars.add(base)
+                elif effect.name:
+                    found.add(f"{base}.{effect.name}")
+            elif kind == "dynamic-import" and effect.module and not effect.module.startswith("."):
+                found.update(dotted_prefixes(effect.module))
         return found, stars
 
     def closure(self, roots: Iterable[str]) -> frozenset[str]:
@@ -560,10 +577,19 @@ class ModuleUniverse:
         stdlib_request = all(r.split(".")[0] in self._stdlib_top for r in roots)
         if len(roots) == 1:
             return self._closure_of(roots[0], stdlib_request)  # the memoised set itself: its hash is kept
-        out: set[str] = set()
-        for r in roots:
-            out |= self._closure_of(r, stdlib_request)
-        return frozenset(out)
+        return union_of_closed([(dotted_prefixes(r), self._closure_of(r, stdlib_request)) for r in roots])
+
+    def closure_of_each(self, roots: Iterable[str]) -> frozenset[str]:
+        """The union of ``closure([root])`` for each root (each by its own stdlib flag, as a file's
+        imports are followed one by one); the memoised closure itself where one holds the others
+        (a torch file's imports mostly lie inside ``import torch``'s)."""
+        by_flag: dict[bool, list[str]] = {}
+        for r in set(roots):
+            by_flag.setdefault(r.split(".")[0] in self._stdlib_top, []).append(r)
+        parts = [union_of_closed([(dotted_prefixes(r), self._closure_of(r, flag)) for r in rs]) for flag, rs in by_flag.items()]
+        if len(parts) == 1:
+            return parts[0]
+        return frozenset().union(*parts)
 
     def _closure_of(self, root: str, stdlib_request: bool) -> frozenset[str]:
         key = (root, stdlib_request)
@@ -600,14 +626,25 @@ class ModuleUniverse:
         verdicts read (most runs do none of it), gathered once per closure."""
         got = self._telling.get(imported)
         if got is None:
-            runs = self.model.run
-            found = []
-            for m in sorted(imported):
-                run = runs(m) if m in self._programs else None
+            # each module is asked once (the closures of an environment share most of their
+            # modules): the rest of a closure is sorted out by set operations
+            runs, programs, tells, silent = self.model.run, self._programs, self._tells, self._silent
+            for m in imported - tells - silent:
+                run = runs(m) if m in programs else None
                 if run is not None and (run.maybe or run.failed or run.computed or run.opaque):
-                    found.append(run)
-            got = self._telling[imported] = tuple(found)
+                    tells.add(m)
+                else:
+                    silent.add(m)
+            got = self._telling[imported] = tuple(runs(m) for m in sorted(imported & tells))
         return got
+
+    def _naming(self, imported: frozenset[str]) -> set[str]:
+        """The modules of a closure whose top level names modules of its package in calls
+        (``ImportTimeModel.named_modules``), each module asked once."""
+        naming, quiet, programs = self._names_modules, self._names_none, self._programs
+        for m in imported - naming - quiet:
+            (naming if m in programs and self.model.named_modules(m) else quiet).add(m)
+        return imported & naming
 
     def _find_maybe_imported(self, imported: frozenset[str]) -> tuple[dict[str, str], tuple[str, ...]]:
         maybe: dict[str, str] = {}
@@ -624,14 +661,15 @@ class ModuleUniverse:
             # `@preload_module("sqlalchemy.orm.strategies")`): those may be imported
             # only registrations made by modules that run (sqlalchemy.orm's own are not, when
             # `import sqlalchemy` imports no sqlalchemy.orm module)
-            for m in imported:
-                for mod in self.model.named_modules(m) if m in self._programs else ():
+            # (in name order: the first module naming one is the one the reason gives)
+            for m in sorted(self._naming(imported)):
+                for mod in self.model.named_modules(m):
                     if mod not in imported:
                         maybe.setdefault(mod, f"{opaque}, and {m} names {mod} in a call at import time")
         for mod, why in list(maybe.items()):
-            for more in self._closure_of(mod, False):
-                if more not in imported:
-                    maybe.setdefault(more, why)
+            # (what is not in yet, as a set difference: most of that closure is)
+            for more in self._closure_of(mod, False) - imported:
+                maybe.setdefault(more, why)
         return maybe, tuple(sorted(opaques))
 
     def shadowed(self, parent: str, sub: str | None = None, depth: int = 0) -> Reach | None:
@@ -780,6 +818,14 @@ class ModuleUniverse:
 
     def binding_target(self, parent: str, sub: str) -> str | None:
         """The module ``parent.sub`` is when ``parent`` binds ``sub`` by an import, else None."""
+        key = (parent, sub)
+        got = self._targets.get(key, _UNREAD)
+        if got is _UNREAD:
+            # asked for every chain through a bound name (3.7 k scans of a module's imports for torch)
+            got = self._targets[key] = self._binding_target(parent, sub)
+        return got  # type: ignore[return-value]
+
+    def _binding_target(self, parent: str, sub: str) -> str | None:
         entry = self.get(parent)
         f = entry.facts if entry else None
         if f is None:
@@ -1089,12 +1135,36 @@ def build_universe(artifacts: list, facts_for: Callable[[object, str, str], obje
     return uni, per
 
 
+def union_of_closed(parts: list[tuple[Iterable[str], frozenset[str]]]) -> frozenset[str]:
+    """The union of closures of one import graph, each given with the roots it reaches from.
+
+    A closure is closed under the graph's edges, so one whose roots all lie in another set
+    of the union adds nothing to it; when a single closure holds the others it is returned
+    itself, not copied (its hash is kept, and memos keyed by closures match it at once).
+    """
+    if not parts:
+        return frozenset()
+    ordered = sorted(parts, key=lambda p: -len(p[1]))
+    first = ordered[0][1]
+    out: set[str] | None = None
+    for roots, found in ordered[1:]:
+        have = first if out is None else out
+        if all(r in have for r in roots):
+            continue
+        if out is None:
+            out = set(first)
+        out |= found
+    return first if out is None else frozenset(out)
+
+
 class _Components:
     """The import graph's strongly connected components, found as far as closures ask (Tarjan).
 
     An environment's closures walked the same cycles again for each of thousands of roots
     (14,283 closures, 6.3 M steps on the GPU machine's environment); a closure is now a walk
-    over components, each a cycle of modules that import one another, added at once.
+    over components, each a cycle of modules that import one another, added at once, and what
+    a component reaches is kept: a later walk that meets it adds that set whole (a torch
+    check's 1,595 roots walked torch's components again each).
     """
 
     def __init__(self, successors: Callable[[str], frozenset[str]]) -> None:
@@ -1102,22 +1172,37 @@ class _Components:
         self.component: dict[str, int] = {}
         self.members: list[list[str]] = []
         self.edges: list[set[int]] = []
+        self._reached: dict[int, frozenset[str]] = {}  # component -> every module it reaches
 
     def reach(self, roots: list[str]) -> frozenset[str]:
         for r in roots:
             if r not in self.component:
                 self._explore(r)
-        out: set[str] = set()
-        seen: set[int] = set()
-        stack = [self.component[r] for r in roots]
+        return union_of_closed([((self.members[c][0],), self._reach_of(c)) for c in {self.component[r] for r in roots}])
+
+    def _reach_of(self, comp: int) -> frozenset[str]:
+        """Every module reachable from a component, memoised per component: the closures of an
+        audit's roots mostly run into the same few large cycles (torch's), which are then added
+        whole instead of walked again one component at a time."""
+        got = self._reached.get(comp)
+        if got is not None:
+            return got
+        members, edges, reached = self.members, self.edges, self._reached
+        out: set[str] = set(members[comp])
+        stack = list(edges[comp])
         while stack:
             c = stack.pop()
-            if c in seen:
+            # a component already in holds all it reaches, or has it on the stack
+            if members[c][0] in out:
                 continue
-            seen.add(c)
-            out.update(self.members[c])
-            stack.extend(self.edges[c])
-        return frozenset(out)
+            done = reached.get(c)
+            if done is not None:
+                out |= done
+                continue
+            out.update(members[c])
+            stack.extend(edges[c])
+        got = reached[comp] = frozenset(out)
+        return got
 
     def _explore(self, start: str) -> None:
         index: dict[str, int] = {start: 0}

@@ -296,6 +296,10 @@ def dotted(node: ast.AST) -> str:
 
 def _literal_strings(args: list[ast.expr]) -> tuple[str, ...]:
     """Positional arguments: the string of a literal, "" for anything else (positions are kept)."""
+    if len(args) == 1:  # most calls: no comprehension (a tuple of its own, as the comprehension makes)
+        a = args[0]
+        value = a.value if type(a) is ast.Constant and type(a.value) is str else ""  # type: ignore[attr-defined]
+        return (value,)
     return tuple([a.value if type(a) is ast.Constant and type(a.value) is str else "" for a in args])  # type: ignore[attr-defined]
 
 
@@ -368,10 +372,30 @@ def _call_effect(n: ast.Call, conds: tuple[Condition, ...]) -> Effect | None:
                       expr=expr if len(expr) <= 200 else "",
                       package=given.value if isinstance(given, ast.Constant) and isinstance(given.value, str) else "")
     if name:
-        kwargs = tuple([(k.arg, k.value.value) for k in n.keywords  # type: ignore[attr-defined]
-                        if k.arg and type(k.value) is ast.Constant and type(k.value.value) is str]) if n.keywords else ()
-        return Effect("call", n.lineno, conds, callee=name, args=_literal_strings(n.args) if n.args else (), kwargs=kwargs)
+        # the state Effect("call", line, conds, callee=name, args=..., kwargs=...) stores (its compact
+        # __init__ leaves the empty tuples out), in its field order: most effects of an environment
+        # are calls, and the generated __init__ with its sixteen defaults cost twice this
+        call = _new_effect(Effect)
+        state = call.__dict__
+        state["kind"] = "call"
+        state["line"] = n.lineno
+        if conds:
+            state["conditions"] = conds
+        state["callee"] = name
+        if n.args:
+            args = _literal_strings(n.args)
+            if args:
+                state["args"] = args
+        if n.keywords:
+            kwargs = tuple([(k.arg, k.value.value) for k in n.keywords  # type: ignore[attr-defined]
+                            if k.arg and type(k.value) is ast.Constant and type(k.value.value) is str])
+            if kwargs:
+                state["kwargs"] = kwargs
+        return call
     return None
+
+
+_new_effect = object.__new__
 
 
 def _globals_update(node: ast.AST) -> str | None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from cuaudit.facts import Extractor, InputError, MemberReader
-from cuaudit.formats.python import CHILD_FIELDS, LEAVES, PythonModule, parse_python_text
+from cuaudit.formats.python import LEAVES, PUSH_FIELDS, PythonModule, parse_python_text
 from cuaudit.model import Member, MemberKind
 from cuaudit.names import is_test_path
 
@@ -251,16 +251,19 @@ class _Analysis:
         t = type(node)
         if t is ast.Name:
             return self.aliases.get(node.id)  # type: ignore[attr-defined]  # most callees
-        parts: list[str] = []
+        root = node
         while t is ast.Attribute:
-            parts.append(node.attr)  # type: ignore[attr-defined]
-            node = node.value  # type: ignore[attr-defined]
-            t = type(node)
+            root = root.value  # type: ignore[attr-defined]
+            t = type(root)
         if t is not ast.Name:
             return None
-        base = self.aliases.get(node.id)  # type: ignore[attr-defined]
+        base = self.aliases.get(root.id)  # type: ignore[attr-defined]
         if base is None:
-            return None
+            return None  # `self.x.y`: no string built
+        parts: list[str] = []
+        while node is not root:
+            parts.append(node.attr)  # type: ignore[attr-defined]
+            node = node.value  # type: ignore[attr-defined]
         parts.append(base)
         return ".".join(reversed(parts))
 
@@ -430,6 +433,7 @@ class _Analysis:
         fused_names = self.fused_by_call(all_nodes) if fuses else set()
         kernels = self.kernel_names(all_nodes) if fuses else set()
         derived: list[tuple[dict[str, Any], dict[str, _Typed]]] = []
+        aliases, attribute, name = self.aliases, ast.Attribute, ast.Name
         for sc in scopes:
             parent = sc.parent
             while parent >= 0 and isinstance(scopes[parent].owner, ast.ClassDef):
@@ -444,7 +448,16 @@ class _Analysis:
                 self.check_kernel(owner, sc.params, scalars)
             for node in sc.nodes:
                 t = type(node)
-                if t is ast.BinOp or t is ast.AugAssign or (calls and t is ast.Call):
+                if t is ast.Call:
+                    # a call is checked by its numpy/cupy name: one whose callee is not reached
+                    # through an imported name (`self.f()`, `len()`: most calls) has none
+                    if calls:
+                        base = node.func  # type: ignore[attr-defined]
+                        while type(base) is attribute:
+                            base = base.value
+                        if type(base) is name and base.id in aliases:
+                            self.check_node(node, scalars, env)
+                elif t is ast.BinOp or t is ast.AugAssign:
                     self.check_node(node, scalars, env)
                 if kernels and t is ast.Call and isinstance(node.func, ast.Name) and node.func.id in kernels:
                     for i, arg in enumerate(node.args):
@@ -784,7 +797,7 @@ def _build_scopes(tree: ast.Module) -> list[_Scope]:
     current = scopes[0].nodes
     stack: list[Any] = tree.body[::-1]
     pop, push, extend = stack.pop, stack.append, stack.extend
-    keep, owners, leaves, fields_of, node_type = _KEPT, _OWNER_TYPES, LEAVES, CHILD_FIELDS, ast.AST
+    keep, owners, leaves, pushers = _KEPT, _OWNER_TYPES, LEAVES, PUSH_FIELDS
     while stack:
         node = pop()
         t = type(node)
@@ -818,12 +831,7 @@ def _build_scopes(tree: ast.Module) -> list[_Scope]:
             push(len(scopes) - 1)  # the body is the new scope's
             extend(outer[::-1])  # decorators and defaults first, in this scope
             continue
-        for name, mixed in fields_of[t]:
-            value = getattr(node, name, None)
-            if type(value) is list:
-                extend([v for v in reversed(value) if isinstance(v, node_type)] if mixed else value[::-1])
-            elif value is not None and isinstance(value, node_type):
-                push(value)
+        pushers[t](node, extend, push)
     return scopes
 
 

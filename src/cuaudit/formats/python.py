@@ -189,12 +189,19 @@ class _PusherTable(dict):  # type: ignore[type-arg]
     ``BACKWARD_FIELDS`` says, leaves included): generated once per type from the node class's
     ASDL signature (``Call(expr func, expr* args, keyword* keywords)``), so that a walk makes one
     call per node instead of a loop over its fields with a ``getattr`` and a test each (a third
-    of a walk's time)."""
+    of a walk's time).
 
-    def __missing__(self, t: type) -> Callable[[ast.AST, Callable[[list[ast.AST]], None], Callable[[ast.AST], None]], None]:
+    ``fields``: the fields pushed, in the order pushed (``CHILD_FIELDS``, first to last, for a
+    walk that reads the last field first: ``PUSH_FIELDS``); a field's own nodes go last first."""
+
+    def __init__(self, fields: Mapping[type, Fields]) -> None:
+        super().__init__()
+        self.fields = fields
+
+    def __missing__(self, t: type) -> Pusher:
         kinds = _asdl_kinds(t)
         lines = ["def push_children(node, extend, push):"]
-        for name, mixed in BACKWARD_FIELDS[t]:
+        for name, mixed in self.fields[t]:
             kind = kinds.get(name) if kinds is not None else None
             if kind is None:  # not a class of the ast module's own: every field, as a walk reads it
                 lines.append(f"    _generic(node, {name!r}, {mixed}, extend, push)")
@@ -232,8 +239,13 @@ def _push_field(node: ast.AST, name: str, mixed: bool, extend: Callable[[list[as
         push(value)
 
 
+Pusher = Callable[[ast.AST, Callable[[list[ast.AST]], None], Callable[[ast.AST], None]], None]
 #: type -> the function that pushes a node's children, last first: the walks' one way down
-PUSH_CHILDREN: Mapping[type, Callable[[ast.AST, Callable[[list[ast.AST]], None], Callable[[ast.AST], None]], None]] = _PusherTable()
+PUSH_CHILDREN: Mapping[type, Pusher] = _PusherTable(BACKWARD_FIELDS)
+#: type -> the function that pushes a node's fields in field order, each field's nodes last first:
+#: a stack walk then reads the last field first (an ``else`` before its ``if`` body), the order
+#: promotion's scopes were always built in
+PUSH_FIELDS: Mapping[type, Pusher] = _PusherTable(CHILD_FIELDS)
 
 
 def preorder(roots: list[ast.AST] | list[ast.stmt], keep: frozenset[type],

@@ -50,15 +50,27 @@ def _problems(ctx) -> list[ImportProblem]:
 
 def _declared_like(ctx, consumer: Provider, top: str) -> tuple[str, list[str]] | None:
     """The consumer's requirement whose name starts like the provider's package (cuda -> cuda-python)."""
+    for texts, reqs in _requires_dist(ctx, consumer.artifact):
+        for req in reqs:
+            if req.name.startswith(top.lower().replace("_", "-")):
+                return req.name, [t for t in texts if t.lower().replace("_", "-").startswith(req.name)]
+    return None
+
+
+def _requires_dist(ctx, art) -> list[tuple[tuple[str, ...], list]]:
+    """(Requires-Dist texts, the requirements that parse) of each metadata file of an artifact, in
+    member order; read once per artifact (asked for each of its consumers' unresolved imports)."""
     from cuaudit.requirement import parse_requirement
 
-    for m in consumer.artifact.members:
-        if m.path.endswith(".dist-info/METADATA") or m.path == "PKG-INFO":
-            texts = getattr(ctx.fact("metadata", consumer.artifact, m.path), "requires_dist", ()) or ()
-            for req in filter(None, map(parse_requirement, texts)):
-                if req.name.startswith(top.lower().replace("_", "-")):
-                    return req.name, [t for t in texts if t.lower().replace("_", "-").startswith(req.name)]
-    return None
+    def read() -> list[tuple[tuple[str, ...], list]]:
+        out = []
+        for m in art.members:
+            if m.path.endswith(".dist-info/METADATA") or m.path == "PKG-INFO":
+                texts = tuple(getattr(ctx.fact("metadata", art, m.path), "requires_dist", ()) or ())
+                out.append((texts, list(filter(None, map(parse_requirement, texts)))))
+        return out
+
+    return ctx.memo(("capi", "requires_dist", id(art)), read)
 
 
 def _note_absent_providers(ctx, index: CapiIndex) -> None:

@@ -473,16 +473,22 @@ def _chain_traps(ctx) -> list[_ChainTrap]:
             names = m.names.get(i, {})
             files = [(member.path, facts) for _, member, facts in ctx.facts(FACTS, art)  # one batch
                      if not member.path.endswith(".pyi") and facts.syntax_error is None and facts.chains]
-            # the programs the files' imports reach, extracted in waves before the closures read them
+            # what each import of each file imports (read twice: asked once)
+            imports: list[list[list[str]]] = []
             roots: set[str] = set()
             for path, facts in files:
                 own = names.get(path)
                 importer = own or path.rsplit("/", 1)[-1].removesuffix(".py")
-                for imp in facts.imports:
-                    roots.update(uni.imported_by(imp, importer, path.endswith("__init__.py")))
+                is_pkg = path.endswith("__init__.py")
+                mods = [uni.imported_by(imp, importer, is_pkg) for imp in facts.imports]
+                imports.append(mods)
+                for found in mods:
+                    roots.update(found)
+            # the programs the files' imports reach, extracted in waves before the closures read them
             uni.prefetch_closures(sorted(roots))
-            for path, facts in files:
-                out += _file_traps(uni, art, path, names.get(path), facts)
+            verdicts: dict[tuple[str, str, frozenset[str]], Reach] = {}
+            for (path, facts), mods in zip(files, imports):
+                out += _file_traps(uni, art, path, names.get(path), facts, mods, verdicts)
         if ctx.config.probe and out:
             # `import parent` alone, in a clean interpreter: does `parent.sub` raise?
             probed = _run_probe(ctx, m, {-1: sorted({(t.parent, t.sub) for t in out})})
@@ -498,14 +504,16 @@ def _chain_traps(ctx) -> list[_ChainTrap]:
     return ctx.memo("imports.chain_traps", compute)
 
 
-def _file_traps(uni: ModuleUniverse, art, path: str, own: str | None, facts) -> list[_ChainTrap]:
+def _file_traps(uni: ModuleUniverse, art, path: str, own: str | None, facts, imports: list[list[str]],
+                verdicts: dict[tuple[str, str, frozenset[str]], Reach]) -> list[_ChainTrap]:
+    """``imports``: what each of ``facts.imports`` imports (``uni.imported_by``); ``verdicts``: the
+    reach of ``parent.sub`` after a closure, shared by the files whose imports have that closure."""
     is_pkg = path.endswith("__init__.py")
     importer = own or path.rsplit("/", 1)[-1].removesuffix(".py")
     # local name -> (module, the import that binds it); None when bound to different things
     local: dict[str, tuple[str, Any] | None] = {}
     imported: set[str] = set()
-    for imp in facts.imports:
-        mods = uni.imported_by(imp, importer, is_pkg)
+    for imp, mods in zip(facts.imports, imports):
         imported.update(mods)
         if imp.kind == "from" and imp.name == "*":
             continue
@@ -535,22 +543,23 @@ def _file_traps(uni: ModuleUniverse, art, path: str, own: str | None, facts) -> 
         imported.add(own.split(".")[0])  # this module runs inside its own package
     # The standard library never imports third-party modules: its (large) import graph is
     # only followed when a chain starts at a standard-library module.
-    third_party: set[str] = set(imported)
     std_roots: list[str] = []
+    roots: list[str] = []
     for mod in imported:
         if uni.is_stdlib(mod):
             std_roots.append(mod)
         elif uni.exists(mod):
-            third_party |= uni.closure([mod])
-    closures: dict[bool, frozenset[str]] = {False: frozenset(third_party)}
+            roots.append(mod)
+    # most files' imports lie inside one closure (`import torch`'s): that set itself, shared
+    third_party = uni.closure_of_each(roots)
+    if not imported <= third_party:
+        third_party = third_party | imported
+    closures: dict[bool, frozenset[str]] = {False: third_party}
 
     def closure_for(module: str) -> frozenset[str]:
         std = uni.is_stdlib(module)
         if std not in closures:
-            found = set(third_party)
-            for mod in std_roots:
-                found |= uni.closure([mod])
-            closures[std] = frozenset(found)
+            closures[std] = third_party | uni.closure_of_each(std_roots)
         return closures[std]
     out: list[_ChainTrap] = []
     own_top = own.split(".")[0] if own else None
@@ -572,7 +581,14 @@ def _file_traps(uni: ModuleUniverse, art, path: str, own: str | None, facts) -> 
             cand = f"{cur}.{attr}"
             if not uni.exists(cand):
                 break  # an ordinary attribute, not a submodule
-            r = uni.reach(cur, attr, lambda c=cur: closure_for(c))
+            # a third-party parent's verdict needs the closure of third-party imports, which most
+            # files share (the same set, see closure_of_each): asked once per closure
+            key = None if uni.is_stdlib(cur) else (cur, attr, third_party)
+            r = verdicts.get(key) if key is not None else None
+            if r is None:
+                r = uni.reach(cur, attr, lambda c=cur: closure_for(c))
+                if key is not None:
+                    verdicts[key] = r
             if r.works:
                 if r.status == "bound" and r.target != cand:
                     # bound to something else: the chain goes on from that object.  When the

@@ -97,6 +97,9 @@ class Linkage:
         self.index = {id(a): i for i, a in enumerate(ctx.artifacts)}
         self.allowed = ctx.config.allowed(ALLOW_PRELOAD)
         self._usage: dict[tuple[int, str], dict[str, Usage]] = {}
+        #: a resolved library (its Resolution's key and path) -> its exports as a set, built once
+        #: (torch's files need libtorch_cpu's 10^5 exports again and again)
+        self._export_sets: dict[tuple[Any, str | None], frozenset[str]] = {}
 
     def files(self) -> Iterator[tuple[int, Any, Any, ElfFacts]]:
         for art, member, facts in self.ctx.facts("elf"):
@@ -125,7 +128,11 @@ class Linkage:
         res = self.resolve(i, member, facts, needed)
         pf = self.resolver.facts_of(res)
         if pf is not None and pf.symbol_count:
-            return frozenset(pf.exports), "library", f"the library itself ({res.where}{', ' + res.provider if res.provider else ''})"
+            key = (res.key, res.fs_path)
+            exports = self._export_sets.get(key)
+            if exports is None:
+                exports = self._export_sets[key] = frozenset(pf.exports)
+            return exports, "library", f"the library itself ({res.where}{', ' + res.provider if res.provider else ''})"
         cat = self.catalog.exports(needed)
         if cat is not None:
             return cat.exports, "catalog", f"cuaudit's CUDA catalog ({needed} from {cat.source})"
@@ -656,17 +663,21 @@ class BundledDriverLibrary(LinkageRule):
                     break
 
 
-def _requirements(ctx: Any, art: Any) -> list[tuple[str, frozenset[str], bool]]:
+def _requirements(ctx: Any, art: Any) -> tuple[tuple[str, frozenset[str], bool], ...]:
     """(canonical name, extras, only under an extra) for each Requires-Dist of a wheel."""
     from cuaudit.requirement import parse_requirement
 
-    out = []
-    for _a, m, meta in ctx.facts("metadata", art):
-        if not m.path.endswith(".dist-info/METADATA"):
-            continue
-        for req in filter(None, map(parse_requirement, meta.requires_dist)):
-            out.append((req.name, req.extras, req.optional))
-    return out
+    def compute() -> tuple[tuple[str, frozenset[str], bool], ...]:
+        out = []
+        for _a, m, meta in ctx.facts("metadata", art):
+            if not m.path.endswith(".dist-info/METADATA"):
+                continue
+            for req in filter(None, map(parse_requirement, meta.requires_dist)):
+                out.append((req.name, req.extras, req.optional))
+        return tuple(out)
+
+    # asked for every CUDA library a wheel's files need (24 times for torch, each a walk of its 14 k members)
+    return ctx.memo(("linkage.requirements", id(art)), compute)
 
 
 class UndeclaredCudaLibrary(LinkageRule):

@@ -199,27 +199,32 @@ class _SourceRule(Rule):
 
     needs = ("promotion_source", "promotion_requirements", "metadata")
 
-    def facts(self, ctx: "RuleContext") -> Iterator[tuple[Any, Any, Any]]:
-        from cuaudit.inputs import is_test_path
+    @staticmethod
+    def _wanted(ctx: "RuleContext") -> list[tuple[Any, Any]]:
+        """(artifact, member) whose promotion_source facts the rules read, listed once for the family.
 
+        The tests of an installed distribution never run on import, and NumPy's own tests
+        assert exactly these new behaviours (seen: `cuaudit env` flagged numpy/_core/tests):
+        their facts are not even extracted."""
+        def find() -> list[tuple[Any, Any]]:
+            from cuaudit.inputs import is_test_path
+
+            return [(art, m) for art in ctx.artifacts for m in art.members
+                    if not (art.ref.kind is ArtifactKind.INSTALLED and is_test_path(m.path))]
+
+        return ctx.memo("promotion.wanted", find)
+
+    def facts(self, ctx: "RuleContext") -> Iterator[tuple[Any, Any, Any]]:
         def read() -> list[tuple[Any, Any, Any]]:
-            # The tests of an installed distribution never run on import, and NumPy's own tests
-            # assert exactly these new behaviours (seen: `cuaudit env` flagged numpy/_core/tests):
-            # their facts are not even extracted (one batch for the rest)
-            wanted = [(art, m) for art in ctx.artifacts for m in art.members
-                      if not (art.ref.kind is ArtifactKind.INSTALLED and is_test_path(m.path))]
-            ctx.prefetch("promotion_source", [(art, m.path) for art, m in wanted])
+            wanted = self._wanted(ctx)
+            ctx.prefetch("promotion_source", [(art, m.path) for art, m in wanted])  # one batch
             return [(art, m, f) for art, m in wanted if (f := ctx.fact("promotion_source", art, m.path)) is not None]
 
         yield from ctx.memo("promotion.source_facts", read)
 
     def ahead(self, ctx: "RuleContext") -> None:
         def name() -> bool:
-            from cuaudit.inputs import is_test_path
-
-            ctx.prefetch("promotion_source", [(art, m.path) for art in ctx.artifacts for m in art.members
-                                              if not (art.ref.kind is ArtifactKind.INSTALLED and is_test_path(m.path))],
-                         ahead=True)
+            ctx.prefetch("promotion_source", [(art, m.path) for art, m in self._wanted(ctx)], ahead=True)
             return True
 
         ctx.memo("promotion.ahead", name)  # once for the family
