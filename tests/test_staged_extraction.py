@@ -176,3 +176,26 @@ def test_held_stages_go_out_one_per_worker_and_each_return_sends_the_next():
     for _c, f in list(sent[3:]):
         f.set_result([])
     assert [c for c, _ in sent] == [0, 1, 2, 3, 4, 5] and not feeder.held
+
+
+def test_a_held_group_that_failed_sends_nothing_from_the_pools_thread():
+    # a pool breaking fails its futures from its own thread while holding its lock (3.12): a submit
+    # from the callback then waited forever (a test that kills a worker hung the suite on 3.12)
+    from concurrent.futures import Future
+
+    sent: list[Future] = []
+
+    def submit(i, chunk):
+        fut: Future = Future()
+        sent.append(fut)
+        return fut
+
+    feeder = engine._Feeder(None, submit, [(1, 0, k) for k in range(4)], 1, held=[0, 1, 2, 3])
+    feeder.feed()
+    assert len(sent) == 1
+    sent[0].set_exception(RuntimeError("a worker died"))
+    assert len(sent) == 1  # nothing sent from the failing pool's thread
+    feeder.feed()  # the parent, later, goes on
+    assert len(sent) == 2
+    sent[1].cancel()
+    assert len(sent) == 2

@@ -426,7 +426,13 @@ class _Feeder:
         for f in fresh:
             f.add_done_callback(self._came_back)
 
-    def _came_back(self, _fut: Any) -> None:
+    def _came_back(self, fut: Any) -> None:
+        # Only a group that came back whole sends the next.  A future failed or cancelled is the pool
+        # breaking or shutting down: the pool's thread fails its futures holding the pool's own lock
+        # (3.12), and a submit from here would wait for that lock forever.  The parent then sends (or
+        # extracts) what is left.
+        if fut.cancelled() or fut.exception() is not None:
+            return
         try:
             self.feed()
         except Exception:  # noqa: BLE001 - a pool shut down meanwhile: the parent sends (or extracts) what is left
