@@ -69,6 +69,13 @@ def test_a_fact_read_within_the_hour_is_not_rewritten(tmp_path):
     assert used[fresh] == recent and used[stale] > recent
 
 
+def test_a_value_that_does_not_pickle_is_left_out_and_the_others_kept(tmp_path):
+    # the rows are pickled one by one as SQLite takes them: one failure must not end the batch
+    store = FactStore(str(tmp_path / "c"))
+    store.put_many(iter([("a", 1), ("b", lambda: 0), ("c", {"x": (2, "y")})]))
+    assert store.get_many(["a", "b", "c"]) == {"a": 1, "c": {"x": (2, "y")}}
+
+
 def test_failed_fetch_leaves_no_folder(tmp_path, monkeypatch):
     from cuaudit.inputs import index
     from cuaudit.inputs.process import Completed

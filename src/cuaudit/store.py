@@ -14,7 +14,7 @@ import shutil
 import sqlite3
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from cuaudit import __version__
 from cuaudit.heap import gc_paused
@@ -116,19 +116,21 @@ class FactStore:
         db = self._conn()
         if db is None:
             return
-        rows = []
-        for k, v in items:
-            try:
-                rows.append((k, pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL)))
-            except Exception:  # noqa: BLE001 - a fact that does not pickle is simply not cached
-                continue
-        if not rows:
-            return
+        now = int(time.time())
+
+        def rows() -> Iterator[tuple[str, bytes, int]]:
+            # pickled one by one as SQLite takes them: a cold audit's facts and bundles are never all
+            # held pickled at once (the peak of a cold env is at its end, writing them)
+            for k, v in items:
+                try:
+                    blob = pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL)
+                except Exception:  # noqa: BLE001 - a fact that does not pickle is simply not cached
+                    continue
+                yield k, blob, now
+
         try:
             db.execute("BEGIN")
-            now = int(time.time())
-            db.executemany("INSERT OR REPLACE INTO facts (key, value, used) VALUES (?, ?, ?)",
-                           [(k, v, now) for k, v in rows])
+            db.executemany("INSERT OR REPLACE INTO facts (key, value, used) VALUES (?, ?, ?)", rows())
             db.execute("COMMIT")
         except sqlite3.Error:
             try:
