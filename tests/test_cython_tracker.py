@@ -164,3 +164,30 @@ def test_a_pass_that_would_repeat_the_last_one_makes_the_same_calls(tmp_path: Pa
             assert got == seen and seen, hex(start)
     # the export loops' four passes: some ranges' last passes repeated the one before and were not walked
     assert walked["new"] < walked["plain"], walked
+
+
+def test_a_type_object_cut_off_by_the_end_of_the_file_is_left_out():
+    # a relocated tp_name near the end of a file whose data segment claims more than the file
+    # holds: tp_basicsize would lie past the last byte (struct.error, an internal failure, before)
+    from cuaudit.facts.cython_tables import _read_typedefs
+
+    data = bytes(32) + b"mod.Kind\0" + bytes(7)  # 48 bytes; tp_name at 32
+
+    class Image:
+        def __init__(self) -> None:
+            self.data = data
+
+        def offset(self, vaddr: int) -> int | None:
+            return vaddr if 0 <= vaddr < len(data) else None
+
+        def in_section(self, vaddr: int, *names: str) -> bool:
+            return True  # the slot lies in .data
+
+        def rela_relative(self) -> dict[int, int]:
+            return {len(data) - 12: 32}  # where: its tp_basicsize pair would start 4 bytes before the end
+
+        def cstr(self, vaddr: int, limit: int = 8192) -> str | None:
+            end = data.find(b"\0", vaddr, vaddr + limit)
+            return data[vaddr:end].decode() if end >= 0 else None
+
+    assert _read_typedefs(Image(), "mod") == []

@@ -226,7 +226,7 @@ def test_rule_context_releases_a_family_s_models_once_it_has_run():
     ctx = RuleContext(Config(), [], Facts(), None, [])
     ctx.family = "rules.a"
     model = ctx.memo("a.model", _Model)
-    other_family = ctx.memo("a.shared", dict)
+    plain = ctx.memo("a.plain", dict)  # a memo without release(): dropped all the same
     ctx.family = "rules.b"
     kept = ctx.memo("b.model", _Model)
     watched = weakref.ref(model)
@@ -234,12 +234,14 @@ def test_rule_context_releases_a_family_s_models_once_it_has_run():
     assert model.released and not kept.released
     gc.disable()
     try:
-        del model, other_family
+        del model
         assert watched() is None  # freed by refcounting, its cycle broken by release()
     finally:
         gc.enable()
     assert ctx.memo("b.model", _Model) is kept
-    assert ctx.memo("a.model", _Model) is not None  # asked again after release: computed again, never stale
+    # asked again after release: computed again, never the released one
+    assert not ctx.memo("a.model", _Model).released
+    assert ctx.memo("a.plain", dict) is not plain
 
 
 def test_module_universe_release_breaks_its_cycles():

@@ -1102,7 +1102,7 @@ def public_submodules(universe: ModuleUniverse, modules: dict[str, ModuleEntry])
 
 def build_universe(artifacts: list, facts_for: Callable[[object, str, str], object | None], environment=None, *, stdlib: "Evidence | bool | None" = True,
                    has_fact: Callable[[object, str, str], bool] | None = None,
-                   prefetch: Callable[[str, list[tuple[object, str]]], None] | None = None,
+                   prefetch: Callable[..., None] | None = None,
                    walk: Callable[[list[tuple[object, str, str]], Callable], None] | None = None,
                    ) -> tuple[ModuleUniverse, dict[int, dict[str, ModuleEntry]]]:
     """The universe of a set of artifacts: given ones first, installed ones next, then the stdlib.

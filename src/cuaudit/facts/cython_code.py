@@ -246,12 +246,10 @@ class _Tracker:
 
     def aligned_start(self, address: int, back: int) -> int:
         """An address at most ``back`` bytes before ``address`` from which decoding lands on it."""
-        import bisect
-
         taddr = self.text[0]
         if self._starts is None:
             self._starts = self.image.function_starts()
-        i = bisect.bisect_right(self._starts, address) - 1
+        i = bisect_right(self._starts, address) - 1
         if i >= 0 and address - back <= self._starts[i] <= address:
             return self._starts[i]  # a function start is an instruction boundary
         for delta in range(back, max(back - 24, 0), -1):
@@ -279,9 +277,10 @@ class _Tracker:
             seeds = {a: back[a] for a in back if a in arrivals or self._loop_heads}
             if not seeds:
                 break
-            if last is not None and last[0] == seeds:
+            if last is not None and last[0] == seeds and on_load is None:
                 # the same seeds: this pass would be the last one again, call for call (the readers'
-                # callbacks answer by their arguments alone); a quarter of the export loops' passes
+                # callbacks answer by their arguments alone; loads are not recorded, so a reader that
+                # watches them has every pass walked); a quarter of the export loops' passes
                 for site in last[1]:
                     on_call(CallSite(site.address, site.target, dict(site.args)))
                 continue
@@ -690,8 +689,6 @@ def _str(image: _Image, value) -> str | None:
 
 
 def _function_of(image: _Image, address: int) -> int | None:
-    import bisect
-
     starts = image.function_starts()
-    i = bisect.bisect_right(starts, address) - 1
+    i = bisect_right(starts, address) - 1
     return starts[i] if i >= 0 else None

@@ -382,18 +382,18 @@ def _read_typedefs(image: _Image, module: str) -> list[TypeDef]:
     # a tp_name is a C string that starts with the module's name: its bytes are looked at before
     # it is read as text (most relocated pointers in data point at anything else)
     head = prefix.encode("utf-8")
-    data, offset, in_data = image.data, image.offset, image.ranges((".data", ".data.rel.ro", ".data.rel"))
+    data, offset = image.data, image.offset
     for where, value in image.rela_relative().items():
-        if not any(lo <= where < hi for lo, hi in in_data):
+        if not image.in_section(where, ".data", ".data.rel.ro", ".data.rel"):
             continue
         at = offset(value)
         if at is None or not data.startswith(head, at):
             continue
         name = image.cstr(value, 512)
-        if not name or not name.startswith(prefix) or not _IDENT.match(name[len(prefix) :]):
+        if not name or not _IDENT.match(name[len(prefix) :]):
             continue
-        off = image.offset(where + 8)
-        if off is None:
+        off = offset(where + 8)
+        if off is None or off + 16 > len(data):  # a segment that claims more than the file holds
             continue
         # A PyTypeObject: tp_name at +24, tp_basicsize at +32, tp_itemsize at +40.
         size, itemsize = struct.unpack_from("<qq", image.data, off)

@@ -146,16 +146,11 @@ def _declared(ctx, artifact, name: str) -> str:
     """The specifier of ``artifact``'s unconditional requirement on distribution ``name`` ("" if none)."""
     from packaging.utils import canonicalize_name
 
-    from cuaudit.requirement import parse_requirement
-
     want = canonicalize_name(name)
-    for m in artifact.members:
-        if m.path.endswith(".dist-info/METADATA") or m.path == "PKG-INFO":
-            meta = ctx.fact("metadata", artifact, m.path)
-            for text in getattr(meta, "requires_dist", ()) or ():
-                req = parse_requirement(text)
-                if req is not None and req.name == want and not req.marker:
-                    return req.specifier
+    for _texts, reqs in _requires_dist(ctx, artifact):
+        for req in reqs:
+            if req.name == want and not req.marker:
+                return req.specifier
     return ""
 
 

@@ -484,7 +484,7 @@ def _chain_traps(ctx) -> list[_ChainTrap]:
                 imports.append(mods)
                 for found in mods:
                     roots.update(found)
-            # the programs the files' imports reach, extracted in waves before the closures read them
+            # the programs the files' imports reach: one walk the workers run ahead of, before the closures read them
             uni.prefetch_closures(sorted(roots))
             verdicts: dict[tuple[str, str, frozenset[str]], Reach] = {}
             for (path, facts), mods in zip(files, imports):
