@@ -70,7 +70,7 @@ def test_a_fact_read_within_the_hour_is_not_rewritten(tmp_path):
 
 
 def test_a_value_that_does_not_pickle_is_left_out_and_the_others_kept(tmp_path):
-    # the rows are pickled one by one as SQLite takes them: one failure must not end the batch
+    # a value that does not pickle (met while the rows stream to SQLite) must not end the batch
     store = FactStore(str(tmp_path / "c"))
     store.put_many(iter([("a", 1), ("b", lambda: 0), ("c", {"x": (2, "y")})]))
     assert store.get_many(["a", "b", "c"]) == {"a": 1, "c": {"x": (2, "y")}}

@@ -52,3 +52,21 @@ def test_no_internal_error_on_this_pythons_own_sources(tmp_path: Path, cli) -> N
     assert errors == [], f"{len(errors)} internal errors on Python {sys.version.split()[0]}: {errors[:3]}"
     # the modules were really read: the sample's test modules bind names and import things
     assert report["stats"]["members"] >= len(files)
+
+
+def test_the_promotion_pass_walks_this_pythons_own_sources() -> None:
+    # through the audit, promotion parses only sources that mention numpy or cupy (may_have_facts),
+    # which the standard library does not: its scope walk is run here on every sample directly
+    from cuaudit.facts.promotion import analysed_facts
+    from cuaudit.formats.python import parse_python_text
+
+    files = _sample()
+    if len(files) < 20:
+        pytest.skip(f"the standard library's sources are not installed with {sys.executable}")
+    walked = 0
+    for path, data in files.items():
+        module = parse_python_text(data.decode("utf-8", "surrogateescape"), path)
+        if module.ok:
+            analysed_facts(module)  # raises on a tree shape the walk does not know
+            walked += 1
+    assert walked >= 20

@@ -155,3 +155,13 @@ def test_nested_function_signatures_are_walked_on_every_python() -> None:
         ("numpy", ("linalg", "norm"), "outer", False),
         ("numpy", ("testing", "assert_equal"), "outer.inner", True),
     ]
+    # the signature's names are the enclosing function's: a name bound there (a walrus in a
+    # default) makes that function's own chain of it local, which it is not without the walk
+    facts = parse_python_source(
+        "import numpy\n"
+        "def outer():\n"
+        "    x = numpy.linalg.norm\n"
+        "    def inner(a=(numpy := None)):\n"
+        "        return a\n"
+        "    return inner\n")
+    assert [(c.root, c.attrs, c.scope, c.shadowed) for c in facts.chains] == [("numpy", ("linalg", "norm"), "outer", True)]
