@@ -40,9 +40,9 @@ def record(log: str, argv: list[str]) -> None:
 
     forked = engine._extract_forked
 
-    def extract_forked(i, tasks):
+    def extract_forked(i, tasks, *args):
         start = time.time()
-        out = forked(i, tasks)
+        out = forked(i, tasks, *args)
         write(f"W{os.getpid()} {start - t0:.3f} {time.time() - t0:.3f} {len(tasks)} {tasks[0][0].path} {','.join(tasks[0][1])}")
         return out
 

@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 GOLDEN = REPO / "tests" / "golden" / "findings"
 
 #: stats that depend on the clock or on what the cache already held
-VOLATILE_STATS = ("seconds", "facts_extracted", "facts_cached", "evidence_facts_extracted", "evidence_facts_cached",
+VOLATILE_STATS = ("seconds", "facts_extracted", "facts_cached", "facts_by_content", "evidence_facts_extracted", "evidence_facts_cached",
                   "snapshot_reused")
 
 #: the environment pinned by a golden: corpus wheels installed with pip --no-deps --no-index

@@ -55,12 +55,12 @@ def _spy(monkeypatch, tmp_path: Path, *, kill: str | None = None):
             extractions.append(self)
         return pool
 
-    def spied_group(artifact, tasks):
+    def spied_group(artifact, tasks, *args, **kwargs):
         with open(log, "a") as fh:  # appended by the workers too: they inherit this function at their fork
             fh.writelines(f"{os.getpid()} {m.path}\n" for m, _ in tasks)
         if kill is not None and os.getpid() != parent and any(m.path == kill for m, _ in tasks):
             os.kill(os.getpid(), signal.SIGKILL)
-        return real_group(artifact, tasks)
+        return real_group(artifact, tasks, *args, **kwargs)
 
     monkeypatch.setattr(engine.Extraction, "_workers", spied_workers)
     monkeypatch.setattr(engine, "_extract_group", spied_group)
@@ -156,12 +156,12 @@ def test_the_next_level_of_an_import_closure_goes_to_the_workers_while_one_of_th
     real_submit, real_group = ProcessPoolExecutor.submit, engine._extract_group
 
     def spied_submit(self, fn, *args, **kwargs):
-        chunk = args[-1] if args else []
+        chunk = next((a for a in args if isinstance(a, list)), [])  # _extract_forked(i, chunk, cache folder)
         if any(getattr(m, "path", "").startswith("pkg/b") and "import_time" in names for m, names in chunk):
             sent_next.touch()  # in the parent: the program of a module of the second level is sent
         return real_submit(self, fn, *args, **kwargs)
 
-    def slow_a9(artifact, tasks):
+    def slow_a9(artifact, tasks, *args, **kwargs):
         if any(m.path == "pkg/a9.py" and "import_time" in names for m, names in tasks) and os.getpid() != parent:
             # a worker holds a9 until the next level is sent, or gives up: level by level, it never is
             for _ in range(200):
@@ -169,7 +169,7 @@ def test_the_next_level_of_an_import_closure_goes_to_the_workers_while_one_of_th
                     break
                 time.sleep(0.05)
             waited.write_text("sent before a9 was done" if sent_next.exists() else "not sent")
-        return real_group(artifact, tasks)
+        return real_group(artifact, tasks, *args, **kwargs)
 
     parent = os.getpid()
     monkeypatch.setattr(ProcessPoolExecutor, "submit", spied_submit)
@@ -197,7 +197,8 @@ def test_facts_a_rule_names_ahead_go_to_the_workers_before_it_reads_them(tmp_pat
 
     def spied_submit(self, fn, *args, **kwargs):
         # the sources named ahead (those of modules no import closure reached: nothing parsed them yet)
-        if any(names == ("promotion_source",) for _m, names in (args[-1] if args else [])):
+        chunk = next((a for a in args if isinstance(a, list)), [])  # _extract_forked(i, chunk, cache folder)
+        if any(names == ("promotion_source",) for _m, names in chunk):
             events.append("sent")
         return real_submit(self, fn, *args, **kwargs)
 

@@ -30,17 +30,5 @@ $PY -c "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); db.execute(\"DEL
 t "${CU[@]}" env -q --format json -o "$OUT/env-facts-cached.json" --exit-zero
 t "${CU[@]}" env -q --color never --statistics --exit-zero > "$OUT/env.txt"
 t "${CU[@]}" libs --env --gpu-only > "$OUT/libs.txt"
-$PY - "$OUT/env-cold.json" "$OUT/env-cached.json" "$OUT/env-facts-cached.json" <<'PY'
-import collections, json, sys
-docs = []
-for path in sys.argv[1:]:
-    d = json.load(open(path))
-    print(path.rsplit("/", 1)[-1], {k: v for k, v in d.get("stats", {}).items()})
-    d.pop("stats", None)
-    docs.append(d)
-print("reports identical apart from stats:", all(d == docs[0] for d in docs))
-d = json.load(open(sys.argv[1]))
-print("findings per code:", dict(sorted(collections.Counter(f["code"] for f in d["findings"]).items())))
-print("by severity:", dict(collections.Counter(f["severity"] for f in d["findings"])))
-PY
+$PY scripts/device/compare_reports.py "$OUT/env-cold.json" "$OUT/env-cached.json" "$OUT/env-facts-cached.json"
 head -c 3000 "$OUT/env.txt"; echo; tail -25 "$OUT/env.txt"

@@ -36,7 +36,7 @@ from cuaudit.model import (
 from cuaudit.probe import Prober
 from cuaudit import snapshot
 from cuaudit.heap import fewer_full_collections, gc_paused
-from cuaudit.store import FactStore, default_cache_dir
+from cuaudit.store import FactStore, content_digest, default_cache_dir
 
 if TYPE_CHECKING:  # pragma: no cover
     from cuaudit.inputs.environment import Environment
@@ -101,24 +101,145 @@ class CachedFailure:
     evidence: tuple[tuple[str, Any], ...]
 
 
-def _extract_group(artifact: Artifact, tasks: list[tuple[Member, tuple[str, ...]]]) -> list[tuple[str, str, bool, Any]]:
-    """Run extractors on members of one artifact. Returns (member, extractor, ok, value|error)."""
-    out: list[tuple[str, str, bool, Any]] = []
+#: the ``ok`` of a result that the fact cache held for the member's bytes (see :func:`_by_content`):
+#: its value is what was stored (a fact, a ``WithProblems``, None or a ``CachedFailure``)
+REUSED = "reused"
+
+
+def _extract_group(artifact: Artifact, tasks: list[tuple[Member, tuple[str, ...]]], cas: str | None = None,
+                   *, keep_cas: bool = False) -> list[tuple[str, str, bool | str, Any]]:
+    """Run extractors on members of one artifact. Returns (member, extractor, ok, value|error).
+
+    ``cas``: the fact cache's folder, where facts are also found by content (:class:`_ByContent`):
+    a member read whole anyway is hashed, and what the cache holds for the same path and bytes
+    comes back with ``ok`` :data:`REUSED` instead of being extracted again; what is extracted is
+    stored so.  ``keep_cas``: keep that cache's connection open for the next call (a worker's own)."""
+    out: list[tuple[str, str, bool | str, Any]] = []
     instances: dict[str, facts_registry.Extractor] = {}
-    for member, names in tasks:
-        reader = MemberReader(artifact, member, _shared_bytes(artifact, member, names))
-        extractors = [instances.get(n) or instances.setdefault(n, facts_registry.get(n)()) for n in names]
-        for ex in extractors:
-            try:
-                ex.prepare(reader)
-            except Exception:  # noqa: BLE001 - extract() meets (and reports) the same problem
-                pass
-        for name, ex in zip(names, extractors):
-            try:
-                out.append((member.path, name, True, ex.extract(reader)))
-            except Exception as exc:  # noqa: BLE001 - one bad file never stops the scan
-                out.append((member.path, name, False, _error_for(exc)))
+    by_content = _ByContent(_content_store(cas, keep_cas), artifact, tasks) if cas else None
+    try:
+        for n, (member, names) in enumerate(tasks):
+            data = digest = None
+            if by_content is not None:
+                data, digest, names = by_content.take(n, out)
+                if not names:
+                    continue
+            if data is None:
+                data = _shared_bytes(artifact, member, names)
+            start = len(out)
+            reader = MemberReader(artifact, member, data)
+            extractors = [instances.get(n) or instances.setdefault(n, facts_registry.get(n)()) for n in names]
+            for ex in extractors:
+                try:
+                    ex.prepare(reader)
+                except Exception:  # noqa: BLE001 - extract() meets (and reports) the same problem
+                    pass
+            for name, ex in zip(names, extractors):
+                try:
+                    out.append((member.path, name, True, ex.extract(reader)))
+                except Exception as exc:  # noqa: BLE001 - one bad file never stops the scan
+                    out.append((member.path, name, False, _error_for(exc)))
+            if by_content is not None and digest is not None:
+                by_content.keep(reader, digest, out, start)
+        if by_content is not None:
+            by_content.store.put_many(by_content.rows)
+    finally:
+        if by_content is not None and not keep_cas:
+            by_content.store.close()
     return out
+
+
+# -- facts found by content ------------------------------------------------------------------------
+#
+# A fact depends only on its member's path and bytes (tests/test_cache_property.py), but the cache
+# key a member is first looked up by names its bytes by identity (a file's inode and times, an
+# archive's): a new virtual environment of the same packages, a wheel built again with most of its
+# files unchanged, or a copied tree miss it everywhere.  A member that an extractor reads whole
+# anyway (a Python source, an extension module) is therefore also hashed when it is extracted
+# (SHA-256 of its path and bytes, about 2 GB/s), and its facts are kept under that digest too:
+# the next miss by identity finds them there without parsing anything.  Members read only in part
+# (a library's dynamic section, a fat binary streamed once) are not hashed: reading them whole
+# would cost more than their facts.
+
+#: the worker's own connection to the fact cache (process id, folder, store): opened after the fork
+_CONTENT_STORE: tuple[int, str, FactStore] | None = None
+#: bytes of a chunk's members held between hashing and extracting them (more are read again)
+_HELD_BYTES = 64 * 1024**2
+
+
+def _content_store(folder: str, keep: bool) -> FactStore:
+    global _CONTENT_STORE
+    if not keep:
+        return FactStore(folder)  # the parent's: closed at the end of the call, so none crosses a fork
+    pid = os.getpid()
+    if _CONTENT_STORE is None or _CONTENT_STORE[0] != pid or _CONTENT_STORE[1] != folder:
+        _CONTENT_STORE = (pid, folder, FactStore(folder))
+    return _CONTENT_STORE[2]
+
+
+class _ByContent:
+    """The facts the cache holds for a chunk's members by their path and bytes: every member read
+    whole anyway is read and hashed first, then one query asks for all of them."""
+
+    def __init__(self, store: FactStore, artifact: Artifact, tasks: list[tuple[Member, tuple[str, ...]]]) -> None:
+        self.store = store
+        self.artifact = artifact
+        self.tasks = tasks
+        #: task index -> (bytes, or None where they are read again; digest)
+        self.digests: dict[int, tuple[bytes | None, str]] = {}
+        #: rows to store, keyed by content, of what the chunk extracts
+        self.rows: list[tuple[str, Any]] = []
+        held = 0
+        for n, (member, names) in enumerate(tasks):
+            if member.size > SHARED_READ_MAX or not any(facts_registry.get(x).reads_whole(member) for x in names):
+                continue
+            try:
+                with artifact.open_member(member.path) as fh:
+                    data = fh.read(SHARED_READ_MAX + 1)
+            except Exception:  # noqa: BLE001 - each extractor then meets (and reports) the problem itself
+                continue
+            if len(data) > SHARED_READ_MAX:
+                continue
+            digest = content_digest(member.path, data)
+            held += len(data)
+            self.digests[n] = (data if held <= _HELD_BYTES else None, digest)
+        self.found = store.get_many(FactStore.key(x, facts_registry.get(x).version, digest)
+                                    for n, (_data, digest) in self.digests.items() for x in tasks[n][1])
+
+    def take(self, n: int, out: list) -> tuple[bytes | None, str | None, tuple[str, ...]]:
+        """Task ``n``'s facts found by content, appended to ``out`` as :data:`REUSED` results; returns
+        its bytes (if held), its digest (None: not looked up by content) and the names left to extract."""
+        member, names = self.tasks[n]
+        got = self.digests.pop(n, None)
+        if got is None:
+            return None, None, names
+        data, digest = got
+        left = []
+        for x in names:
+            value = self.found.get(FactStore.key(x, facts_registry.get(x).version, digest), _ABSENT)
+            if value is _ABSENT:
+                left.append(x)
+            else:
+                out.append((member.path, x, REUSED, value))
+        return data, digest, tuple(left)
+
+    def keep(self, reader: MemberReader, digest: str, out: list, start: int) -> None:
+        """Rows, keyed by content, of the results ``out[start:]`` just extracted through ``reader``
+        (lazily decoded facts are pickled here once, for the row and for the parent alike); none for a
+        fact that rests on more than the member's bytes (:meth:`MemberReader.read_beside`)."""
+        for j in range(start, len(out)):
+            path, name, ok, value = out[j]
+            if name in reader.beside:
+                continue
+            key = FactStore.key(name, facts_registry.get(name).version, digest)
+            if ok:
+                value = _pickled(name, value)
+                out[j] = (path, name, ok, value)
+                self.rows.append((key, value))
+            else:
+                code, message, evidence = value
+                if code not in ("CU001", "CU011"):  # not properties of the bytes (see CachedFailure)
+                    self.rows.append((key, CachedFailure(code, message, tuple(sorted(evidence.items())))))
 
 
 #: Archive members up to this size are inflated once and shared by the extractors that
@@ -153,7 +274,7 @@ def _usable_cpus() -> int:
 _FORKED: list[Artifact] | None = None
 
 
-def _extract_forked(i: int, tasks: list[tuple[Member, tuple[str, ...]]]) -> list[tuple[str, str, bool, Any]]:
+def _extract_forked(i: int, tasks: list[tuple[Member, tuple[str, ...]]], cas: str | None = None) -> list[tuple[str, str, bool | str, Any]]:
     art = _FORKED[i]  # type: ignore[index]
     if getattr(art, "_forked_in", None) != os.getpid():
         gc.enable()  # a worker makes and drops parse trees: it collects, whatever the parent paused
@@ -163,10 +284,11 @@ def _extract_forked(i: int, tasks: list[tuple[Member, tuple[str, ...]]]) -> list
                 setattr(art, key, None)
         art._forked_in = os.getpid()  # type: ignore[attr-defined]
     # facts decoded lazily travel as their pickle: the parent stores them without decoding
-    return [(path, name, ok, _pickled(name, value) if ok else value) for path, name, ok, value in _extract_group(art, tasks)]
+    return [(path, name, ok, _pickled(name, value) if ok else value)
+            for path, name, ok, value in _extract_group(art, tasks, cas, keep_cas=True)]
 
 
-def _results_of(fut: Any, artifact: Artifact, chunk: list) -> tuple[list[tuple[str, str, bool, Any]], bool]:
+def _results_of(fut: Any, artifact: Artifact, chunk: list, cas: str | None = None) -> tuple[list[tuple[str, str, bool | str, Any]], bool]:
     """A chunk's results from its future, else extracted here; and whether the pool is broken
     (a worker died: memory, a signal; None: the pool took no more work when it was sent)."""
     if fut is not None:
@@ -178,7 +300,7 @@ def _results_of(fut: Any, artifact: Artifact, chunk: list) -> tuple[list[tuple[s
             broken = isinstance(exc, BrokenExecutor)
     else:
         broken = True
-    return _extract_group(artifact, chunk), broken
+    return _extract_group(artifact, chunk, cas), broken
 
 
 class FactNotReady(RuntimeError):
@@ -480,6 +602,8 @@ class Extraction:
         #: (artifact, member, extractor) facts taken from the cache; one cached
         #: value can serve several members (the same file in two wheels)
         self.cached = 0
+        #: of ``cached``: the facts found by their member's path and bytes (see _by_content)
+        self.by_content = 0
         #: the same two counts for evidence members, extracted on demand (see on_demand)
         self.evidence_extracted = 0
         self.evidence_cached = 0
@@ -811,10 +935,10 @@ class Extraction:
                     while g < len(groups) and groups[g][0] == now:
                         _s, i, chunk = groups[g]
                         if feeder is not None:
-                            results, died = _results_of(feeder.wait(g), artifacts[i], chunk)
+                            results, died = _results_of(feeder.wait(g), artifacts[i], chunk, self.cas)
                             broken = broken or died
                         else:
-                            results = _extract_group(artifacts[i], chunk)
+                            results = _extract_group(artifacts[i], chunk, self.cas)
                         self._collect(artifacts, i, results, keys, new)
                         if guarded:
                             coming.difference_update((i, m.path, n) for m, names in chunk for n in names)
@@ -856,13 +980,14 @@ class Extraction:
         # since (a cold env of the accuracy-venv, 2 cores: 3 to 9 s more wall in 3 A/B pairs when frozen only at the fork).
         gc.freeze()
         pool = self._workers(artifacts, jobs, groups, fork)
+        cas = self.cas
         if fork:
             # Forked workers inherit the artifacts: send indexes, not a pickled artifact
             # per group (torch's wheel: 11 499 members, 1.5 MB and a re-read of its zip
             # directory for each of 37 groups, ~5 s of CPU).
-            call = lambda i, chunk: pool.submit(_extract_forked, i, chunk)  # noqa: E731
+            call = lambda i, chunk: pool.submit(_extract_forked, i, chunk, cas)  # noqa: E731
         else:
-            call = lambda i, chunk: pool.submit(_extract_group, artifacts[i], chunk)  # noqa: E731
+            call = lambda i, chunk: pool.submit(_extract_group, artifacts[i], chunk, cas)  # noqa: E731
 
         def submit(i: int, chunk: list) -> Any:
             try:
@@ -935,7 +1060,7 @@ class Extraction:
                     parallel = jobs > 1 and (bool(inflight) or self._pool is not None or queued >= PARALLEL_MIN_TASKS)
                     if queued and not parallel:
                         i, chunk = next_chunk(queued)
-                        arrived(i, chunk, _extract_group(artifacts[i], chunk))
+                        arrived(i, chunk, _extract_group(artifacts[i], chunk, self.cas))
                         continue
                     if queued and len(inflight) < 2 * jobs:
                         # two chunks a worker: one running, one waiting, and what arrives meanwhile
@@ -949,7 +1074,7 @@ class Extraction:
                             fut = submit(i, chunk)
                             if fut is None:
                                 broken = True
-                                arrived(i, chunk, _extract_group(artifacts[i], chunk))
+                                arrived(i, chunk, _extract_group(artifacts[i], chunk, self.cas))
                             else:
                                 inflight[fut] = (sent, i, chunk)
                                 sent += 1
@@ -961,7 +1086,7 @@ class Extraction:
                     done, _ = wait_for(list(inflight), return_when=FIRST_COMPLETED)
                     for fut in sorted(done, key=lambda f: inflight[f][0]):
                         _n, i, chunk = inflight.pop(fut)
-                        results, died = _results_of(fut, artifacts[i], chunk)
+                        results, died = _results_of(fut, artifacts[i], chunk, self.cas)
                         broken = broken or died
                         arrived(i, chunk, results)
             if broken or not self.keep_workers:
@@ -1021,7 +1146,7 @@ class Extraction:
         try:
             with gc_paused():
                 for fut, i, chunk, _held in taken:
-                    results, died = _results_of(fut, self._artifacts[i], chunk)
+                    results, died = _results_of(fut, self._artifacts[i], chunk, self.cas)
                     broken = broken or died
                     self._collect(self._artifacts, i, results, keys, new)
         finally:
@@ -1048,8 +1173,21 @@ class Extraction:
 
     def _collect(self, artifacts, i, results, keys, new) -> None:
         for path, name, ok, value in results:
-            self.extracted += 1
+            if ok == REUSED:  # found by content (see _by_content): cached under its member's key too
+                self.cached += 1
+                self.by_content += 1
+                if isinstance(value, CachedFailure):
+                    ok, value = False, (value.code, value.message, dict(value.evidence))
+                else:
+                    ok = True
+            else:
+                self.extracted += 1
             self._accept(artifacts, i, path, name, ok, value, new, keys)
+
+    @property
+    def cas(self) -> str | None:
+        """The fact cache's folder, where the workers also find facts by content (None: no cache)."""
+        return os.path.dirname(self.store.path) if self.store.path else None
 
     def _accept(self, artifacts, i, path, name, ok, value, new, keys=None) -> None:
         if ok and isinstance(value, facts_registry.WithProblems):
@@ -1394,6 +1532,7 @@ def audit_stats(gathered: Gathered, started: float) -> dict[str, Any]:
         "members": sum(len(a.members) for a in artifacts),
         "facts_extracted": extraction.extracted,
         "facts_cached": extraction.cached,
+        "facts_by_content": extraction.by_content,
         "evidence_facts_extracted": extraction.evidence_extracted,
         "evidence_facts_cached": extraction.evidence_cached,
         "seconds": round(time.perf_counter() - started, 3),

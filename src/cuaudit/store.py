@@ -144,6 +144,19 @@ class FactStore:
             self._db = None
 
 
+def content_digest(path: str, data: bytes) -> str:
+    """The content key of a member's path and bytes (facts depend on both): ``sha256:<hex>``.
+
+    Unlike the keys of identity (a file's device, inode, size and times), two copies of the same
+    file share it: see ``engine._by_content``."""
+    import hashlib
+
+    h = hashlib.sha256(path.encode("utf-8", "surrogateescape"))
+    h.update(b"\0")
+    h.update(data)
+    return f"sha256:{h.hexdigest()}"
+
+
 # -- size, last use and pruning (`cuaudit cache`, the `cache-max-size` cap) --------------------------------
 
 

@@ -44,6 +44,8 @@ class MemberReader:
         self._data = data
         #: what extractors attached in :meth:`Extractor.prepare`, by extractor name
         self.prepared: dict[str, Any] = {}
+        #: extractors whose fact of this member rests on more than its path and bytes (see :meth:`read_beside`)
+        self.beside: set[str] = set()
 
     @property
     def path(self) -> str:
@@ -66,6 +68,12 @@ class MemberReader:
     def head(self, n: int) -> bytes:
         with self.open() as fh:
             return fh.read(n)
+
+    def read_beside(self, extractor: str) -> None:
+        """Say that ``extractor``'s fact of this member rests on something beside its path and bytes
+        (the format check's ``__pycache__`` file): the cache keeps it under the member's identity
+        only, never under its content, where another member of the same bytes would find it."""
+        self.beside.add(extractor)
 
     def mmap(self) -> mmap.mmap | None:
         fs_path = self.fs_path

@@ -51,6 +51,7 @@ class FormatCheck(Extractor):
             reader.elf().check()  # raises CU005 (CU006: not ELF at all) for this member
             return None
         if kind == "python" and compiles_by_its_bytecode(reader):
+            reader.read_beside(self.name)  # known by the __pycache__ file beside it, not by its bytes
             return None
         parsed = reader.python() if kind == "python" else reader.toml()
         error = parsed.error
