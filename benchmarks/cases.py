@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from harness import (Case, Cmd, Corpus, CorpusFiles, ElfMembers, Environment, FreshVenv, Input, Interpreter, Member,
+from harness import (Case, Cmd, CopiedVenv, Corpus, CorpusFiles, ElfMembers, Environment, FreshVenv, Input, Interpreter, Member,
                      PopularVenv, Script, Target)
 
 # -- what this machine and this cuaudit have -----------------------------------------
@@ -249,7 +249,8 @@ def capi_case(name: str, title: str, wheel: str, **kw) -> Case:
     )
 
 
-def env_cases(name: str, title: str, env: Environment, *, cold_targets=(), cached_targets=(), **kw) -> list[Case]:
+def env_cases(name: str, title: str, env: Environment, *, cold_targets=(), cached_targets=(), copied: bool = False,
+              **kw) -> list[Case]:
     base = (*CUAUDIT, "env", "--python", "{env}", "--isolated", "--color", "never", "-q")
     cached = (*base, "--cache-dir", "{casework}/facts")
     # what pip offers to describe an environment (cuaudit does much more)
@@ -272,6 +273,19 @@ def env_cases(name: str, title: str, env: Environment, *, cold_targets=(), cache
                          prepare=cached), peers=pip,
              floor=Cmd("stat every file", ("{py}", "{bench}/floors.py", "stat-tree", "{env.site}"), summary=True),
              **kw),
+        # a new virtual environment of the same packages (what CI makes for every run), with the cache
+        # an audit of the first one left: every key of identity misses, the facts are found by content
+        *([Case(f"{name}-copied", f"{title}, copied to a new venv, with the first one's fact cache",
+                {"env": env, "copy": CopiedVenv(env)},
+                cuaudit=Cmd("cuaudit env of the copy", ("{py}", "{bench}/with_cache_of.py", "{casework}/facts",
+                                                        "{fresh}/facts", *CUAUDIT, "env", "--python", "{copy}",
+                                                        "--isolated", "--color", "never", "-q",
+                                                        "--cache-dir", "{fresh}/facts"),
+                            ok=(0, 1), prepare=cached),
+                peers=pip,
+                floor=Cmd("read ELF+py+metadata files", ("{py}", "{bench}/floors.py", "read-tree", "{copy.site}"),
+                          summary=True),
+                **kw)] if copied else []),
     ]
 
 
@@ -474,7 +488,7 @@ CASES: list[Case] = [
                cold_targets=(Target("overhead", 1.5, "pip inspect"),)),
     # issue 14: 88 popular distributions, 14.4 k Python files (benchmarks/accuracy.py's pinned set)
     *env_cases("env-popular", "env of 88 popular distributions (accuracy.py's tune set)", PopularVenv(),
-               cold_targets=(Target("seconds", 8),), cached_targets=(Target("seconds", 1),)),
+               cold_targets=(Target("seconds", 8),), cached_targets=(Target("seconds", 1),), copied=True),
     *env_cases("env-large", "env of a full CUDA Python environment (torch, cupy, cuda-bindings, rmm, "
                "CUDA 11 and 12 libraries)", LARGE_ENV,
                cold_targets=(Target("seconds", 10),), cached_targets=(Target("seconds", 1),)),

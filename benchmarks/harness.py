@@ -354,6 +354,29 @@ class PopularVenv(Input):
 
 
 @dataclass(frozen=True)
+class CopiedVenv(Input):
+    """A copy of another environment input's virtual environment (``cp -a``: the same files, new
+    inodes and ctimes), made once in the cache: a new environment of the same packages, whose
+    members share no key of identity with the original's."""
+
+    of: Input
+
+    def _resolve(self, run: Run) -> Venv:
+        original = self.of.resolve(run)
+        root = Path(original.python).parent.parent
+        copy = cache_dir() / "copied-venv" / hashlib.sha256(str(root).encode()).hexdigest()[:12]
+        if not (copy / "bin" / "python").exists():
+            run.log(f"copying {root} to {copy} (once) ...")
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(root, copy, symlinks=True)
+        python = copy / "bin" / "python"
+        return Venv(python, _site_of(python))
+
+    def files(self, value: Any) -> list[Path]:
+        return [Path(d) / n for d, _s, names in os.walk(value.site) for n in names]
+
+
+@dataclass(frozen=True)
 class Interpreter(Input):
     """An existing environment, named by its ``python`` in an environment
     variable (e.g. the full CUDA stack of a GPU machine); n/a when unset."""

@@ -1,0 +1,169 @@
+"""Facts found by content (``engine._ByContent``): the cache serves a member's facts to any member of
+the same path and bytes - a new virtual environment of the same packages, a wheel built again, a
+copied tree - and never a fact that rests on more than those bytes."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import make_installed, make_wheel
+
+import cuaudit.formats.python as python_format
+from cuaudit import audit
+from cuaudit.config import Config
+from cuaudit.inputs.environment import InstalledDistribution
+
+#: a package with a submodule trap (CU101), an eager import chain and a file that does not parse (CU006)
+PACKAGE = {
+    "pkg/__init__.py": "from . import core\nfrom .core import VALUE\n",
+    "pkg/core.py": "import os\nVALUE = os.path.join('a', 'b')\n",
+    "pkg/plot.py": "import numpy as np\n\ndef show(x):\n    return np.float32(x) + 1\n",
+    "pkg/broken.py": "def (:\n",
+    **{f"pkg/sub/m{i}.py": f"from pkg import core\nX{i} = core.VALUE * {i}\n" for i in range(30)},
+    "pkg/sub/__init__.py": "",
+}
+
+
+def _findings(report, root: Path) -> list[tuple]:
+    return sorted((f.code, f.location.member, f.location.line, f.message.replace(str(root), "<root>"))
+                  for f in report.findings)
+
+
+@pytest.fixture
+def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths parsed as Python in this process (audits with one job extract here)."""
+    seen: list[str] = []
+    real = python_format.parse_python_text
+
+    def counting(text: str, path: str = "<source>"):
+        seen.append(path)
+        return real(text, path)
+
+    monkeypatch.setattr(python_format, "parse_python_text", counting)
+    return seen
+
+
+def _copy(site: Path, to: Path) -> InstalledDistribution:
+    """The distribution ``pkg`` 1.0 of ``site`` copied to ``to``: new inodes and ctimes, so every key
+    of identity differs (as in a new virtual environment of the same packages)."""
+    shutil.copytree(site, to)
+    return InstalledDistribution(None, "pkg", "1.0", str(to / "pkg-1.0.dist-info"))
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_copied_environment_finds_every_fact_by_content(tmp_path, parses, jobs):
+    site = tmp_path / "one"
+    dist = make_installed(site, "pkg", PACKAGE)
+    conf = Config(cache_dir=str(tmp_path / "cache"), jobs=jobs)
+    first = audit([dist], config=conf, command="explain")
+    assert first.stats["facts_by_content"] == 0
+    assert {"CU101", "CU006"} <= {f.code for f in first.findings}
+    copy = _copy(site, tmp_path / "two")
+    parses.clear()
+    second = audit([copy], config=conf, command="explain")
+    assert _findings(second, tmp_path / "two") == _findings(first, site)
+    # every Python fact came by content (the format check's too: no __pycache__ here, so it parsed)
+    assert second.stats["facts_by_content"] >= len([p for p in PACKAGE if p.endswith(".py")])
+    assert second.stats["facts_cached"] >= second.stats["facts_by_content"]
+    if jobs == 1:
+        assert parses == []  # nothing parsed again
+    # the copy's own keys were written: a third run finds its facts by identity
+    third = audit([copy], config=conf, command="explain")
+    assert third.stats["facts_by_content"] == 0 and third.stats["facts_extracted"] == 0
+    assert _findings(third, tmp_path / "two") == _findings(first, site)
+
+
+def test_without_a_cache_nothing_is_found_by_content(tmp_path):
+    site = tmp_path / "one"
+    dist = make_installed(site, "pkg", PACKAGE)
+    conf = Config(cache=False, jobs=1)
+    audit([dist], config=conf, command="explain")
+    again = audit([_copy(site, tmp_path / "two")], config=conf, command="explain")
+    assert again.stats["facts_by_content"] == 0 and again.stats["facts_cached"] == 0
+
+
+def _lying_bytecode(source: Path) -> None:
+    """A timestamp ``__pycache__`` header that validates against ``source`` (mtime and size), whatever it holds."""
+    st = source.stat()
+    head = importlib.util.MAGIC_NUMBER + (0).to_bytes(4, "little") \
+        + (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little") + (st.st_size & 0xFFFFFFFF).to_bytes(4, "little")
+    cache = source.parent / "__pycache__"
+    cache.mkdir(exist_ok=True)
+    (cache / f"{source.stem}.{sys.implementation.cache_tag}.pyc").write_bytes(head)
+
+
+def test_a_fact_that_rests_on_a_file_beside_the_member_is_never_found_by_content(tmp_path):
+    # the format check trusts a valid __pycache__ header instead of parsing: that answer is the
+    # header's, not the bytes', so a copy without it must be parsed (and its CU006 reported)
+    files = {"pkg/__init__.py": "", "pkg/broken.py": "def (:\n"}
+    site = tmp_path / "one"
+    dist = make_installed(site, "pkg", files)
+    _lying_bytecode(site / "pkg" / "broken.py")
+    conf = Config(cache_dir=str(tmp_path / "cache"), jobs=1, select=("CU0",))
+    trusted = audit([dist], config=conf, command="explain")
+    assert "CU006" not in {f.code for f in trusted.findings}  # what the header says
+    copy = make_installed(tmp_path / "two", "pkg", files)  # the same bytes, without the header
+    assert not (tmp_path / "two" / "pkg" / "__pycache__").exists()
+    parsed = audit([copy], config=conf, command="explain")
+    assert [(f.code, f.location.member) for f in parsed.findings if f.code == "CU006"] == [("CU006", "pkg/broken.py")]
+
+
+def test_a_wheel_built_again_reuses_the_facts_of_its_unchanged_members(tmp_path, parses):
+    files = {**PACKAGE, "pkg/_native.py": "import ctypes\n"}
+    (tmp_path / "a").mkdir()
+    one = make_wheel(tmp_path / "a", "pkg", "1.0", files)
+    conf = Config(cache_dir=str(tmp_path / "cache"), jobs=1)
+    first = audit([str(one)], config=conf)
+    # built again: another archive file (its members' keys of identity differ), one module changed
+    changed = {**files, "pkg/core.py": "import os\nVALUE = os.path.join('a', 'c')\n"}
+    (tmp_path / "b").mkdir()
+    two = make_wheel(tmp_path / "b", "pkg", "1.0", changed)
+    parses.clear()
+    second = audit([str(two)], config=conf)
+    assert parses == ["pkg/core.py"]  # the changed module only; the other 34 sources by content
+    assert second.stats["facts_by_content"] > 0
+    assert {f.code for f in second.findings} == {f.code for f in first.findings}
+    # the member that does not parse is reported from its cached failure, at its line
+    broken = [(f.code, f.location.member, f.location.line) for f in second.findings if f.location.member == "pkg/broken.py"]
+    assert broken == [(f.code, f.location.member, f.location.line) for f in first.findings if f.location.member == "pkg/broken.py"]
+    assert broken and broken[0][0] == "CU006"
+
+
+def test_the_same_path_with_other_bytes_shares_nothing(tmp_path, parses):
+    conf = Config(cache_dir=str(tmp_path / "cache"), jobs=1)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    audit([str(make_wheel(tmp_path / "a", "pkg", "1.0", {"pkg/__init__.py": "X = 1\n"}))], config=conf)
+    parses.clear()
+    other = audit([str(make_wheel(tmp_path / "b", "pkg", "1.0", {"pkg/__init__.py": "Y = 1\n"}))], config=conf)
+    assert parses == ["pkg/__init__.py"]  # (its dist-info files, the same bytes, come by content)
+    # and the same bytes at another path share nothing either (a fact holds its module's name)
+    parses.clear()
+    (tmp_path / "c").mkdir()
+    moved = audit([str(make_wheel(tmp_path / "c", "pkg", "1.0", {"pkg/other.py": "X = 1\n", "pkg/__init__.py": "Y = 1\n"}))],
+                  config=conf)
+    assert parses == ["pkg/other.py"] and moved.stats["facts_by_content"] > 0
+
+
+def test_a_stored_value_that_no_longer_loads_is_extracted_again(tmp_path, parses):
+    import sqlite3
+
+    conf = Config(cache_dir=str(tmp_path / "cache"), jobs=1)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    files = {"pkg/__init__.py": "from . import core\n", "pkg/core.py": "X = 1\n", "pkg/plot.py": "Y = 2\n"}
+    first = audit([str(make_wheel(tmp_path / "a", "pkg", "1.0", files))], config=conf)
+    db = sqlite3.connect(os.path.join(conf.cache_dir, "facts.sqlite3"))
+    spoiled = db.execute("UPDATE facts SET value = x'00' WHERE key LIKE '%:sha256:%'").rowcount
+    db.commit()
+    db.close()
+    assert spoiled > 0
+    parses.clear()
+    second = audit([str(make_wheel(tmp_path / "b", "pkg", "1.0", files))], config=conf)
+    assert second.stats["facts_by_content"] == 0 and sorted(parses) == sorted(files)
+    assert [(f.code, f.location.member) for f in second.findings] == [(f.code, f.location.member) for f in first.findings]
