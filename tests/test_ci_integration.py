@@ -61,6 +61,33 @@ def test_action_installs_from_the_repository_and_uploads_whatever_the_status():
         assert "${{" not in s.get("run", "")
 
 
+def test_action_keeps_the_fact_cache_between_runs(tmp_path, cuaudit_on_path):
+    action = yaml.safe_load((REPO / "action.yml").read_text())
+    steps = action["runs"]["steps"]
+    restore = next(s for s in steps if str(s.get("uses", "")).startswith("actions/cache@"))
+    audit = next(s for s in steps if s.get("id") == "audit")
+    assert steps.index(restore) < steps.index(audit) and restore["if"] == "inputs.cache == 'true'"
+    folder = restore["with"]["path"]
+    assert audit["env"]["CUAUDIT_CACHE_DIR"] == folder
+    assert restore["with"]["restore-keys"] and restore["with"]["key"].startswith(restore["with"]["restore-keys"])
+    # what the step leaves there serves the next run's wheel, built again (another file): by content
+    cache = tmp_path / "cache"
+    dists = []
+    for build in ("a", "b"):
+        dists.append(tmp_path / build / "dist")
+        dists[-1].mkdir(parents=True)
+        _wheel_with_a_trap(dists[-1])
+    env = {**cuaudit_on_path, "PATHS": "dist/*.whl", "ARGS": "--isolated", "SARIF": "cuaudit.sarif",
+           "GITHUB_OUTPUT": str(tmp_path / "out"), "CUAUDIT_CACHE_DIR": str(cache)}
+    proc = subprocess.run(["bash", "-e", "-c", audit["run"]], cwd=dists[0].parent, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    again = subprocess.run(["cuaudit", "check", *map(str, dists[1].glob("*.whl")), "--isolated", "--format", "json",
+                            "--exit-zero"], env={**cuaudit_on_path, "CUAUDIT_CACHE_DIR": str(cache)},
+                           capture_output=True, text=True)
+    stats = json.loads(again.stdout)["stats"]
+    assert stats["facts_by_content"] > 0 and stats["facts_by_content"] == stats["facts_cached"]
+
+
 def test_action_audit_step_writes_sarif_and_records_the_status(tmp_path, cuaudit_on_path):
     action = yaml.safe_load((REPO / "action.yml").read_text())
     audit = next(s for s in action["runs"]["steps"] if s.get("id") == "audit")
