@@ -106,28 +106,42 @@ class CachedFailure:
 REUSED = "reused"
 
 
+class Results(list):  # type: ignore[type-arg]
+    """What :func:`_extract_group` returns: (member, extractor, ok, value|error) items, and
+    ``content``: (member, extractor) -> the cache key of its fact by content, for the facts just
+    extracted that the parent may store so (:class:`_ByContent`)."""
+
+    content: dict[tuple[str, str], str]
+
+    def __init__(self, items: Iterable[Any] = (), content: dict[tuple[str, str], str] | None = None) -> None:
+        super().__init__(items)
+        self.content = content if content is not None else {}
+
+
 def _extract_group(artifact: Artifact, tasks: list[tuple[Member, tuple[str, ...]]], cas: str | None = None,
-                   *, keep_cas: bool = False) -> list[tuple[str, str, bool | str, Any]]:
+                   *, keep_cas: bool = False) -> Results:
     """Run extractors on members of one artifact. Returns (member, extractor, ok, value|error).
 
     ``cas``: the fact cache's folder, where facts are also found by content (:class:`_ByContent`):
     a member read whole anyway is hashed, and what the cache holds for the same path and bytes
-    comes back with ``ok`` :data:`REUSED` instead of being extracted again; what is extracted is
-    stored so.  ``keep_cas``: keep that cache's connection open for the next call (a worker's own)."""
-    out: list[tuple[str, str, bool | str, Any]] = []
+    comes back with ``ok`` :data:`REUSED` instead of being extracted again; the keys by content of
+    what is extracted come back in ``Results.content`` (the parent, the cache's one writer, stores
+    them).  ``keep_cas``: keep that cache's connection open for the next call (a worker's own)."""
+    out = Results()
     instances: dict[str, facts_registry.Extractor] = {}
     by_content = _ByContent(_content_store(cas, keep_cas), artifact, tasks) if cas else None
     try:
         for n, (member, names) in enumerate(tasks):
-            data = digest = None
+            reader = digest = None
             if by_content is not None:
-                data, digest, names = by_content.take(n, out)
+                reader, digest, names = by_content.take(n, out)
                 if not names:
                     continue
-            if data is None:
-                data = _shared_bytes(artifact, member, names)
+            if reader is None:
+                reader = MemberReader(artifact, member)
+            if reader._data is None:
+                reader._data = _shared_bytes(artifact, member, names)
             start = len(out)
-            reader = MemberReader(artifact, member, data)
             extractors = [instances.get(n) or instances.setdefault(n, facts_registry.get(n)()) for n in names]
             for ex in extractors:
                 try:
@@ -139,10 +153,10 @@ def _extract_group(artifact: Artifact, tasks: list[tuple[Member, tuple[str, ...]
                     out.append((member.path, name, True, ex.extract(reader)))
                 except Exception as exc:  # noqa: BLE001 - one bad file never stops the scan
                     out.append((member.path, name, False, _error_for(exc)))
-            if by_content is not None and digest is not None:
-                by_content.keep(reader, digest, out, start)
-        if by_content is not None:
-            by_content.store.put_many(by_content.rows)
+            if digest is not None:
+                for path, name, _ok, _value in out[start:]:
+                    if name not in reader.beside:  # a fact resting on more than the bytes is never kept so
+                        out.content[(path, name)] = FactStore.key(name, facts_registry.get(name).version, digest)
     finally:
         if by_content is not None and not keep_cas:
             by_content.store.close()
@@ -177,69 +191,85 @@ def _content_store(folder: str, keep: bool) -> FactStore:
     return _CONTENT_STORE[2]
 
 
+#: files on disk from this size on are hashed through a map of their pages (not copied: an extension
+#: module's extractors map it themselves), smaller ones are read (a Python source: its bytes are parsed)
+_MAPPED_FROM = 1024**2
+
+
+def _digest_of(artifact: Artifact, member: Member) -> tuple[bytes | None, str | None]:
+    """(the member's bytes, or None when they were mapped, not read; its digest, or None when it is
+    larger than SHARED_READ_MAX)."""
+    fs_path = artifact.fs_path(member.path)
+    if fs_path is not None and member.size >= _MAPPED_FROM:
+        import mmap
+
+        with open(fs_path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size > SHARED_READ_MAX:
+                return None, None
+            if size:
+                with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                    return None, content_digest(member.path, mapped)
+    with artifact.open_member(member.path) as fh:
+        data = fh.read(SHARED_READ_MAX + 1)
+    return (data, content_digest(member.path, data)) if len(data) <= SHARED_READ_MAX else (None, None)
+
+
 class _ByContent:
     """The facts the cache holds for a chunk's members by their path and bytes: every member read
-    whole anyway is read and hashed first, then one query asks for all of them."""
+    whole anyway is read and hashed first, then one query asks for all of them.
+
+    A fact its extractor answers from beside the member (:meth:`Extractor.answers_beside`: the format
+    check of an installed source that its ``__pycache__`` file vouches for) is not looked up, and a
+    member with no other fact read whole is not even hashed."""
 
     def __init__(self, store: FactStore, artifact: Artifact, tasks: list[tuple[Member, tuple[str, ...]]]) -> None:
         self.store = store
-        self.artifact = artifact
         self.tasks = tasks
-        #: task index -> (bytes, or None where they are read again; digest)
-        self.digests: dict[int, tuple[bytes | None, str]] = {}
-        #: rows to store, keyed by content, of what the chunk extracts
-        self.rows: list[tuple[str, Any]] = []
+        #: task index -> (its reader, holding the bytes unless they are read again; digest; names looked up)
+        self.entries: dict[int, tuple[MemberReader, str, tuple[str, ...]]] = {}
         held = 0
         for n, (member, names) in enumerate(tasks):
-            if member.size > SHARED_READ_MAX or not any(facts_registry.get(x).reads_whole(member) for x in names):
+            if member.size > SHARED_READ_MAX:
+                continue
+            extractors = [facts_registry.get(x) for x in names]
+            if not any(ex.reads_whole(member) for ex in extractors):
+                continue
+            reader = MemberReader(artifact, member)
+            looked = [(x, ex) for x, ex in zip(names, extractors) if not ex.answers_beside(reader)]
+            if not any(ex.reads_whole(member) for _x, ex in looked):
                 continue
             try:
-                with artifact.open_member(member.path) as fh:
-                    data = fh.read(SHARED_READ_MAX + 1)
+                data, digest = _digest_of(artifact, member)
             except Exception:  # noqa: BLE001 - each extractor then meets (and reports) the problem itself
                 continue
-            if len(data) > SHARED_READ_MAX:
+            if digest is None:
                 continue
-            digest = content_digest(member.path, data)
-            held += len(data)
-            self.digests[n] = (data if held <= _HELD_BYTES else None, digest)
+            if data is not None:
+                held += len(data)
+                reader._data = data if held <= _HELD_BYTES else None
+            self.entries[n] = (reader, digest, tuple(x for x, _ex in looked))
         self.found = store.get_many(FactStore.key(x, facts_registry.get(x).version, digest)
-                                    for n, (_data, digest) in self.digests.items() for x in tasks[n][1])
+                                    for _reader, digest, looked in self.entries.values() for x in looked)
 
-    def take(self, n: int, out: list) -> tuple[bytes | None, str | None, tuple[str, ...]]:
+    def take(self, n: int, out: list) -> tuple[MemberReader | None, str | None, tuple[str, ...]]:
         """Task ``n``'s facts found by content, appended to ``out`` as :data:`REUSED` results; returns
-        its bytes (if held), its digest (None: not looked up by content) and the names left to extract."""
+        its reader (None: make one), its digest (None: not looked up by content) and the names left
+        to extract."""
         member, names = self.tasks[n]
-        got = self.digests.pop(n, None)
+        got = self.entries.pop(n, None)
         if got is None:
             return None, None, names
-        data, digest = got
+        reader, digest, looked = got
         left = []
         for x in names:
-            value = self.found.get(FactStore.key(x, facts_registry.get(x).version, digest), _ABSENT)
+            value = self.found.get(FactStore.key(x, facts_registry.get(x).version, digest), _ABSENT) \
+                if x in looked else _ABSENT
             if value is _ABSENT:
                 left.append(x)
             else:
                 out.append((member.path, x, REUSED, value))
-        return data, digest, tuple(left)
-
-    def keep(self, reader: MemberReader, digest: str, out: list, start: int) -> None:
-        """Rows, keyed by content, of the results ``out[start:]`` just extracted through ``reader``
-        (lazily decoded facts are pickled here once, for the row and for the parent alike); none for a
-        fact that rests on more than the member's bytes (:meth:`MemberReader.read_beside`)."""
-        for j in range(start, len(out)):
-            path, name, ok, value = out[j]
-            if name in reader.beside:
-                continue
-            key = FactStore.key(name, facts_registry.get(name).version, digest)
-            if ok:
-                value = _pickled(name, value)
-                out[j] = (path, name, ok, value)
-                self.rows.append((key, value))
-            else:
-                code, message, evidence = value
-                if code not in ("CU001", "CU011"):  # not properties of the bytes (see CachedFailure)
-                    self.rows.append((key, CachedFailure(code, message, tuple(sorted(evidence.items())))))
+        return reader, digest, tuple(left)
 
 
 #: Archive members up to this size are inflated once and shared by the extractors that
@@ -284,8 +314,9 @@ def _extract_forked(i: int, tasks: list[tuple[Member, tuple[str, ...]]], cas: st
                 setattr(art, key, None)
         art._forked_in = os.getpid()  # type: ignore[attr-defined]
     # facts decoded lazily travel as their pickle: the parent stores them without decoding
-    return [(path, name, ok, _pickled(name, value) if ok else value)
-            for path, name, ok, value in _extract_group(art, tasks, cas, keep_cas=True)]
+    results = _extract_group(art, tasks, cas, keep_cas=True)
+    return Results([(path, name, ok, _pickled(name, value) if ok else value) for path, name, ok, value in results],
+                   results.content)
 
 
 def _results_of(fut: Any, artifact: Artifact, chunk: list, cas: str | None = None) -> tuple[list[tuple[str, str, bool | str, Any]], bool]:
@@ -602,8 +633,13 @@ class Extraction:
         #: (artifact, member, extractor) facts taken from the cache; one cached
         #: value can serve several members (the same file in two wheels)
         self.cached = 0
-        #: of ``cached``: the facts found by their member's path and bytes (see _by_content)
+        #: of ``cached``: the facts found by their member's path and bytes (see _ByContent)
         self.by_content = 0
+        #: a fact's key by identity -> its key by content, for the facts extracted here that a
+        #: member of the same path and bytes may be served (``Results.content``)
+        self._by_digest: dict[str, str] = {}
+        #: facts read on demand, by their keys by content, written with the open bundles (``flush``)
+        self._loose: list[tuple[str, Any]] = []
         #: the same two counts for evidence members, extracted on demand (see on_demand)
         self.evidence_extracted = 0
         self.evidence_cached = 0
@@ -696,10 +732,14 @@ class Extraction:
         """Store the new facts, with a bundle for each artifact that had none once every fact of theirs is known."""
         known = {**cached, **dict(new)}
         name_of = {k: n for (_i, _p, n), k in keys.items()}
+        # a fact of a member read whole is kept by its content (a new venv of the same packages
+        # finds it), the rest by identity; every artifact's bundle, by identity, is read first
+        by_digest = self._by_digest
+        rows = [(by_digest.get(k, k), v) for k, v in new]
         for i, ks in per_art.items():
             if not isinstance(bundles.get(bundle_keys[i]), dict) and all(k in known for k in ks):
-                new.append((bundle_keys[i], {k: _pickled(name_of[k], known[k]) for k in ks}))
-        self.store.put_many(new)
+                rows.append((bundle_keys[i], {k: _pickled(name_of[k], known[k]) for k in ks}))
+        self.store.put_many(rows)
 
     # -- facts read on demand ------------------------------------------------------------------
     def _load(self, wanted: list[tuple[int, str, str]]) -> None:
@@ -766,8 +806,11 @@ class Extraction:
         for k, value in new:
             i, name = owner[k]
             bundle = self._bundle(self._artifacts[i], "facts")
-            bundle.values[k] = _pickled(name, value)
+            bundle.values[k] = pickled = _pickled(name, value)
             bundle.dirty = True
+            digest_key = self._by_digest.get(k)
+            if digest_key is not None:
+                self._loose.append((digest_key, pickled))
 
     def on_demand(self, artifact: Artifact, member: Member, name: str) -> Any:
         """One fact of an evidence member: from the cache, or extracted now, here.
@@ -847,7 +890,11 @@ class Extraction:
             pool.shutdown(wait=True, cancel_futures=True)
 
     def flush(self) -> None:
-        """Write the open bundles that gained facts (see :meth:`close`)."""
+        """Write the open bundles that gained facts, and the facts read on demand by their content
+        (see :meth:`close`)."""
+        if self._loose:
+            loose, self._loose = self._loose, []
+            self.store.put_many(loose)
         for bundle in self._bundles.values():
             if bundle.dirty:
                 values = bundle.values
@@ -1172,6 +1219,10 @@ class Extraction:
         return self._pool
 
     def _collect(self, artifacts, i, results, keys, new) -> None:
+        content = getattr(results, "content", None)
+        if content:
+            # stored by content rather than by identity (see _bundle_up, _keep)
+            self._by_digest.update((keys[(i, path, name)], k) for (path, name), k in content.items() if (i, path, name) in keys)
         for path, name, ok, value in results:
             if ok == REUSED:  # found by content (see _by_content): cached under its member's key too
                 self.cached += 1

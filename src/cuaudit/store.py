@@ -144,7 +144,7 @@ class FactStore:
             self._db = None
 
 
-def content_digest(path: str, data: bytes) -> str:
+def content_digest(path: str, data: "bytes | memoryview | Any") -> str:
     """The content key of a member's path and bytes (facts depend on both): ``sha256:<hex>``.
 
     Unlike the keys of identity (a file's device, inode, size and times), two copies of the same

@@ -261,6 +261,14 @@ class Extractor:
         return True
 
     @classmethod
+    def answers_beside(cls, reader: MemberReader) -> bool:
+        """Whether this member's fact will be answered from beside it, cheaply (the format check of
+        an installed source whose ``__pycache__`` file vouches for it): the engine then does not hash
+        the member to look the fact up by content.  One that says True calls
+        :meth:`MemberReader.read_beside` (the answer is known once asked)."""
+        return False
+
+    @classmethod
     def comes_along(cls, member: Member) -> bool:
         """Whether an ``extracted_along`` fact of this member (an installed distribution's: the
         members whose on-demand facts wait to be read) comes along with another one's parse."""

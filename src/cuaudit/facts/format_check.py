@@ -45,13 +45,19 @@ class FormatCheck(Extractor):
     def applies(self, member: Member) -> bool:
         return format_of(member) is not None
 
+    @classmethod
+    def answers_beside(cls, reader: MemberReader) -> bool:
+        if format_of(reader.member) == "python" and compiles_by_its_bytecode(reader):
+            reader.read_beside(cls.name)  # known by the __pycache__ file beside it, not by its bytes
+            return True
+        return False
+
     def extract(self, reader: MemberReader) -> None:
         kind = format_of(reader.member)
         if kind == "elf":
             reader.elf().check()  # raises CU005 (CU006: not ELF at all) for this member
             return None
-        if kind == "python" and compiles_by_its_bytecode(reader):
-            reader.read_beside(self.name)  # known by the __pycache__ file beside it, not by its bytes
+        if kind == "python" and (self.name in reader.beside or self.answers_beside(reader)):
             return None
         parsed = reader.python() if kind == "python" else reader.toml()
         error = parsed.error
