@@ -8,20 +8,29 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
 from conftest import compile_so, make_installed
 
 from cuaudit import audit, engine
 from cuaudit.config import Config
 
 #: a package whose import closure has levels of ten modules each (a -> b -> c), read level by level
-LEVELS = {
+MODULES = {
     "pkg/__init__.py": "".join(f"from . import a{k}\n" for k in range(10)),
     **{f"pkg/a{k}.py": f"from . import b{k}\n\ndef f{k}():\n    return {k}\n" for k in range(10)},
     **{f"pkg/b{k}.py": f"from . import c{k}\n\nB = {k}\n" for k in range(10)},
     **{f"pkg/c{k}.py": f"import os\n\nC = os.sep * {k}\n" for k in range(10)},
-    # modules nothing imports: enough format checks for the up-front extraction to go to the workers
+    # modules nothing imports
     **{f"pkg/_u{k}.py": f"U = {k}\n" for k in range(70)},
 }
+
+
+@pytest.fixture(scope="module")
+def LEVELS(tmp_path_factory) -> dict[str, str | bytes]:
+    """Three levels of imports, and libraries whose facts (ELF, not deferred as an installed
+    source's format check is) are enough for the up-front extraction to go to the workers."""
+    lib = compile_so(tmp_path_factory.mktemp("lib"), "libu.so", "int u(void) { return 1; }\n").read_bytes()
+    return {**MODULES, **{f"pkg/libs/libu{k}.so": lib for k in range(40)}}
 
 
 def _children() -> set[int]:
@@ -75,7 +84,7 @@ def _extracted_by(log: Path) -> dict[str, set[int]]:
     return out
 
 
-def test_one_pool_serves_every_batch_of_an_audit_and_no_worker_outlives_it(tmp_path, monkeypatch):
+def test_one_pool_serves_every_batch_of_an_audit_and_no_worker_outlives_it(tmp_path, monkeypatch, LEVELS):
     dist = make_installed(tmp_path / "site", "pkg", LEVELS)
     serial = audit([dist], config=Config(cache=False, jobs=1), command="explain")
     before = _children()
@@ -98,7 +107,7 @@ def test_one_pool_serves_every_batch_of_an_audit_and_no_worker_outlives_it(tmp_p
     assert [f.message.replace("site2", "site") for f in report.findings] == [f.message for f in serial.findings]
 
 
-def test_a_worker_killed_mid_batch_has_its_work_redone_here(tmp_path, monkeypatch):
+def test_a_worker_killed_mid_batch_has_its_work_redone_here(tmp_path, monkeypatch, LEVELS):
     dist = make_installed(tmp_path / "site", "pkg", LEVELS)
     serial = audit([dist], config=Config(cache=False, jobs=1), command="explain")
     before = _children()
@@ -115,7 +124,7 @@ def test_a_worker_killed_mid_batch_has_its_work_redone_here(tmp_path, monkeypatc
     assert [f.message.replace("site2", "site") for f in report.findings] == [f.message for f in serial.findings]
 
 
-def test_a_worker_that_died_between_batches_loses_no_fact_and_leaves_no_process(tmp_path, monkeypatch):
+def test_a_worker_that_died_between_batches_loses_no_fact_and_leaves_no_process(tmp_path, monkeypatch, LEVELS):
     dist = make_installed(tmp_path / "site", "pkg", LEVELS)
     serial = audit([dist], config=Config(cache=False, jobs=2), command="explain")
     before = _children()
@@ -146,7 +155,7 @@ def test_a_worker_that_died_between_batches_loses_no_fact_and_leaves_no_process(
     assert [f.message.replace("site2", "site") for f in report.findings] == [f.message for f in serial.findings]
 
 
-def test_the_next_level_of_an_import_closure_goes_to_the_workers_while_one_of_this_level_is_still_out(tmp_path, monkeypatch):
+def test_the_next_level_of_an_import_closure_goes_to_the_workers_while_one_of_this_level_is_still_out(tmp_path, monkeypatch, LEVELS):
     """The closure is one stream, not a batch per level: the imports of the first modules of a
     level back are sent while a worker still holds another module of that level."""
     from concurrent.futures import ProcessPoolExecutor
@@ -179,7 +188,7 @@ def test_the_next_level_of_an_import_closure_goes_to_the_workers_while_one_of_th
     assert "CU011" not in {f.code for f in report.findings}
 
 
-def test_facts_a_rule_names_ahead_go_to_the_workers_before_it_reads_them(tmp_path, monkeypatch):
+def test_facts_a_rule_names_ahead_go_to_the_workers_before_it_reads_them(tmp_path, monkeypatch, LEVELS):
     """The CU4xx sources are sent when the import closures' walk ends, while the parent computes
     the verdicts; the rules then read them as any other facts."""
     from concurrent.futures import ProcessPoolExecutor

@@ -662,7 +662,6 @@ class Extraction:
         the later stages go to the workers a few at a time (its ``background``)."""
         pending: list[tuple[int, Member, tuple[str, ...]]] = []
         keys: dict[tuple[int, str, str], str] = {}
-        on_demand = set(facts_registry.flagged("on_demand"))
         deferred = self.facts.pending
         self._artifacts = list(artifacts)
         self.facts.load = self._load
@@ -673,11 +672,12 @@ class Extraction:
             deferring = _reads_on_demand(art)
             for m in art.members:
                 names = wanted(m)
-                if deferring and names and on_demand.intersection(names):
-                    for n in names:
-                        if n in on_demand:
+                if deferring and names:
+                    later = [n for n in names if facts_registry.get(n).deferred(m)]
+                    if later:
+                        for n in later:
                             deferred[(i, m.path, n)] = m
-                    names = tuple(n for n in names if n not in on_demand)
+                        names = tuple(n for n in names if n not in later)
                 if names:
                     pending.append((i, m, names))
                     for n in names:
@@ -870,9 +870,9 @@ class Extraction:
             bundle = _OpenBundle(key, dict(stored) if isinstance(stored, dict) else {}, store)
             if kind == "facts":
                 # stale values (members changed since) are dropped when the bundle is written
-                names = facts_registry.flagged("on_demand")
-                bundle.current = {FactStore.key(n, facts_registry.get(n).version, m.content_key)
-                                  for m in artifact.members for n in names}
+                extractors = list(facts_registry.all_extractors().values())
+                bundle.current = {FactStore.key(ex.name, ex.version, m.content_key)
+                                  for m in artifact.members for ex in extractors if ex.deferred(m)}
             self._bundles[(kind, ref)] = bundle
         return bundle
 
@@ -1530,6 +1530,12 @@ def audit(
         gathered = _extract(artifacts, environment, early, config=config, extractors=names, progress=progress,
                             extraction=extraction, rules=rules)
         rules.run_until(len(runnable) - 1)
+        # what waited to be read for its problems alone (the format check of installed sources no
+        # pass parsed: Extractor.deferred) is extracted now; the rest came along with the passes
+        read = {n for rule in runnable for n in rule.needs}
+        leftover = [k for k in extraction.facts.pending if k[2] not in read]
+        if leftover:
+            extraction.facts.prefetch(leftover)
         findings: list[Finding] = list(gathered.problems) + rules.findings
         # problems met extracting what the rules read on demand (the format check's own, as a rule)
         findings += extraction.problems[gathered.reported:]

@@ -269,6 +269,13 @@ class Extractor:
         return False
 
     @classmethod
+    def deferred(cls, member: Member) -> bool:
+        """Whether this member's fact waits to be read (of an installed distribution, see
+        :attr:`on_demand`); an extractor may defer some members only (the format check: the Python
+        sources, whose parse it can share with the passes read on demand)."""
+        return cls.on_demand
+
+    @classmethod
     def comes_along(cls, member: Member) -> bool:
         """Whether an ``extracted_along`` fact of this member (an installed distribution's: the
         members whose on-demand facts wait to be read) comes along with another one's parse."""

@@ -37,6 +37,21 @@ def format_of(member: Member) -> str | None:
 class FormatCheck(Extractor):
     name = "format"
     version = 2
+    #: an installed source's check waits for the passes read on demand and shares their parse
+    #: (``deferred``, ``comes_along``); the engine checks what no pass parsed once the rules have
+    #: run.  Without ``__pycache__`` files (an environment installed by uv) every source was
+    #: parsed twice: up front here, then again by the passes.
+    extracted_along = True
+    #: it may answer from the ``__pycache__`` file beside the source: nothing comes along with it
+    parses = False
+
+    @classmethod
+    def deferred(cls, member: Member) -> bool:
+        return format_of(member) == "python"
+
+    @classmethod
+    def comes_along(cls, member: Member) -> bool:
+        return format_of(member) == "python"
 
     @classmethod
     def reads_whole(cls, member: Member) -> bool:
