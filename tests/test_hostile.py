@@ -694,6 +694,25 @@ def test_fifos_in_an_environment_are_never_opened(tmp_path, cli, alarm, fifo):
     json.loads(out)
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+@pytest.mark.parametrize("fifo", ["demo/__init__.py", "demo/_ext.cpython-311-x86_64-linux-gnu.so"])
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_fifo_in_an_environment_is_never_opened_to_find_facts_by_content(tmp_path, cli, alarm, fifo, jobs):
+    # with a cache, members read whole are hashed before extraction (engine._ByContent): a FIFO
+    # listed in RECORD must not block that read either
+    files = {"demo-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n",
+             "demo-1.0.dist-info/RECORD": "demo/__init__.py,,\ndemo/_ext.cpython-311-x86_64-linux-gnu.so,,\n",
+             "demo-1.0.dist-info/top_level.txt": "demo\n", "demo/__init__.py": "import os\n"}
+    files.pop(fifo, None)
+    py = _environment(tmp_path, files, [fifo])
+    alarm(60)
+    for _ in range(2):  # cold, then with what the first run stored
+        rc, out, err = cli("env", "--python", py, "--isolated", "--cache-dir", tmp_path / "cache", "--format", "json",
+                           "-j", jobs)
+        assert rc in (0, 1), err
+        json.loads(out)
+
+
 def test_an_editable_install_mapped_to_the_root_is_not_walked(tmp_path, cli, alarm):
     finder = "__editable___demo_1_0_finder.py"
     py = _environment(tmp_path, {
