@@ -400,3 +400,25 @@ def test_the_prefilter_is_exact_on_real_sources(corpus):
                         module = python_format.parse_python_text(text, name)
                         assert not module.ok or analysed_facts(module) == PromotionFacts(), name
     assert left_out > 20  # the narrower test does leave modules unparsed
+
+
+def test_an_open_bundle_drops_the_facts_of_members_changed_since(tmp_path):
+    # the facts read on demand live in one open bundle per distribution, keyed inside by each member's
+    # key; when it is written again, the keys its members no longer have go (engine._bundle's ``current``)
+    import time
+
+    from cuaudit.engine import Extraction
+
+    dist = _installed(tmp_path, PACKAGE)
+    conf = Config(cache_dir=str(tmp_path / "cache"), jobs=1)
+    audit([dist], config=conf, command="explain")
+    old = _fresh(dist).member("pkg/core.py").content_key
+    time.sleep(0.01)
+    (tmp_path / "site" / "pkg" / "core.py").write_text("import os\n\ndef f():\n    return os.sep * 2\n")
+    audit([_fresh(dist)], config=conf, command="explain")
+    ex = Extraction(conf, None)
+    values = ex._bundle(_fresh(dist), "facts").values
+    ex.store.close()
+    new = _fresh(dist).member("pkg/core.py").content_key
+    assert new != old
+    assert any(k.endswith(new) for k in values) and not any(k.endswith(old) for k in values)

@@ -663,6 +663,7 @@ class Extraction:
         pending: list[tuple[int, Member, tuple[str, ...]]] = []
         keys: dict[tuple[int, str, str], str] = {}
         deferred = self.facts.pending
+        may_defer = {ex.name for ex in facts_registry.deferring()}
         self._artifacts = list(artifacts)
         self.facts.load = self._load
         self.facts.stream = self.walk
@@ -672,7 +673,7 @@ class Extraction:
             deferring = _reads_on_demand(art)
             for m in art.members:
                 names = wanted(m)
-                if deferring and names:
+                if deferring and names and may_defer.intersection(names):
                     later = [n for n in names if facts_registry.get(n).deferred(m)]
                     if later:
                         for n in later:
@@ -870,9 +871,8 @@ class Extraction:
             bundle = _OpenBundle(key, dict(stored) if isinstance(stored, dict) else {}, store)
             if kind == "facts":
                 # stale values (members changed since) are dropped when the bundle is written
-                extractors = list(facts_registry.all_extractors().values())
-                bundle.current = {FactStore.key(ex.name, ex.version, m.content_key)
-                                  for m in artifact.members for ex in extractors if ex.deferred(m)}
+                bundle.current = lambda: {FactStore.key(ex.name, ex.version, m.content_key) for m in artifact.members
+                                          for ex in facts_registry.deferring() if ex.deferred(m)}
             self._bundles[(kind, ref)] = bundle
         return bundle
 
@@ -899,7 +899,8 @@ class Extraction:
             if bundle.dirty:
                 values = bundle.values
                 if bundle.current is not None:
-                    values = {k: v for k, v in values.items() if k in bundle.current}
+                    current = bundle.current()
+                    values = {k: v for k, v in values.items() if k in current}
                 elif len(values) > 4 * len(bundle.used) + 2048:  # stale keys pile up: keep what this audit used
                     values = {k: v for k, v in values.items() if k in bundle.used}
                 bundle.store.put_many([(bundle.key, values)])
@@ -1310,8 +1311,9 @@ class _OpenBundle:
     store: FactStore
     used: set[str] = field(default_factory=set)
     dirty: bool = False
-    #: the keys its input's members have now (None: not known, an evidence input listed lazily)
-    current: set[str] | None = None
+    #: the keys its input's members have now, computed when it is written (None: not known, an
+    #: evidence input listed lazily)
+    current: Callable[[], set[str]] | None = None
 
 
 # -- the audit -----------------------------------------------------------------

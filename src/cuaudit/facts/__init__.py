@@ -321,6 +321,12 @@ def all_extractors() -> dict[str, type[Extractor]]:
     return dict(_REGISTRY)
 
 
+def deferring() -> list[type[Extractor]]:
+    """The extractors whose facts of some members wait to be read (:meth:`Extractor.deferred` may say True)."""
+    return [cls for cls in all_extractors().values()
+            if cls.on_demand or getattr(cls.deferred, "__func__", None) is not Extractor.deferred.__func__]
+
+
 def flagged(attribute: str) -> list[str]:
     """Names of the extractors whose class sets ``attribute`` (``on_demand``, ``extracted_along``)."""
     return [name for name, cls in all_extractors().items() if getattr(cls, attribute)]
