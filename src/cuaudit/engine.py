@@ -1454,6 +1454,15 @@ class _RuleRun:
                     rule.ahead(ctx)
                 except Exception:  # noqa: BLE001 - naming facts ahead only saves time: check() says what fails
                     pass
+            if start == 0:
+                # what waits to be read for its problems alone (the format check of installed sources,
+                # Extractor.deferred) goes with them: in the same batch as a member's CU4xx source, one
+                # parse; collected at the end of the audit (see audit)
+                facts = ctx._facts
+                ahead = getattr(facts, "ahead", None)
+                if ahead is not None:
+                    read = {n for rule in self.runnable for n in rule.needs}
+                    ahead([k for k in getattr(facts, "pending", ()) if k[2] not in read])
             for k, rule in enumerate(todo, start):
                 ctx.family = type(rule).__module__
                 try:
@@ -1538,6 +1547,8 @@ def audit(
         leftover = [k for k in extraction.facts.pending if k[2] not in read]
         if leftover:
             extraction.facts.prefetch(leftover)
+        if extraction.facts.inflight:
+            extraction.settle(None)  # and what was sent ahead (_RuleRun.run_until), whoever read it or not
         findings: list[Finding] = list(gathered.problems) + rules.findings
         # problems met extracting what the rules read on demand (the format check's own, as a rule)
         findings += extraction.problems[gathered.reported:]
