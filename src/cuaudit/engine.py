@@ -175,6 +175,8 @@ def _extract_group(artifact: Artifact, tasks: list[tuple[Member, tuple[str, ...]
 # (a library's dynamic section, a fat binary streamed once) are not hashed: reading them whole
 # would cost more than their facts.
 
+#: facts read on demand, by content, written once this many are kept (``Extraction._keep``)
+_LOOSE_BATCH = 2048
 #: the worker's own connection to the fact cache (process id, folder, store): opened after the fork
 _CONTENT_STORE: tuple[int, str, FactStore] | None = None
 #: bytes of a chunk's members held between hashing and extracting them (more are read again)
@@ -812,6 +814,17 @@ class Extraction:
             digest_key = self._by_digest.get(k)
             if digest_key is not None:
                 self._loose.append((digest_key, pickled))
+        if len(self._loose) >= _LOOSE_BATCH:
+            # written as they come, while the workers extract (the parent mostly waits on them
+            # then), not all at the end of the audit: half a second of its tail on 2 cores
+            self._write_loose()
+            self.store.close()  # no SQLite connection crosses a fork (see run)
+
+    def _write_loose(self) -> None:
+        """Write the facts read on demand kept for their keys by content (``_loose``)."""
+        if self._loose:
+            loose, self._loose = self._loose, []
+            self.store.put_many(loose)
 
     def on_demand(self, artifact: Artifact, member: Member, name: str) -> Any:
         """One fact of an evidence member: from the cache, or extracted now, here.
@@ -892,9 +905,7 @@ class Extraction:
     def flush(self) -> None:
         """Write the open bundles that gained facts, and the facts read on demand by their content
         (see :meth:`close`)."""
-        if self._loose:
-            loose, self._loose = self._loose, []
-            self.store.put_many(loose)
+        self._write_loose()
         for bundle in self._bundles.values():
             if bundle.dirty:
                 values = bundle.values
