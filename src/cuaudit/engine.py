@@ -738,7 +738,7 @@ class Extraction:
         # a fact of a member read whole is kept by its content (a new venv of the same packages
         # finds it), the rest by identity; every artifact's bundle, by identity, is read first
         by_digest = self._by_digest
-        rows = [(by_digest.get(k, k), v) for k, v in new]
+        rows = [(by_digest.pop(k, k), v) for k, v in new]
         for i, ks in per_art.items():
             if not isinstance(bundles.get(bundle_keys[i]), dict) and all(k in known for k in ks):
                 rows.append((bundle_keys[i], {k: _pickled(name_of[k], known[k]) for k in ks}))
@@ -811,7 +811,7 @@ class Extraction:
             bundle = self._bundle(self._artifacts[i], "facts")
             bundle.values[k] = pickled = _pickled(name, value)
             bundle.dirty = True
-            digest_key = self._by_digest.get(k)
+            digest_key = self._by_digest.pop(k, None)
             if digest_key is not None:
                 self._loose.append((digest_key, pickled))
         if len(self._loose) >= _LOOSE_BATCH:
@@ -1429,8 +1429,11 @@ class _RuleRun:
     stretch) while the workers inflate the libraries only the later rules read (a cold check
     of torch 2.8.0: 1.4 s of rules after the last fact, on one core)."""
 
-    def __init__(self, ctx: RuleContext, runnable: "list[rules_registry.Rule]", names: set[str]) -> None:
+    def __init__(self, ctx: RuleContext, runnable: "list[rules_registry.Rule]", names: set[str],
+                 facts: "Facts | None" = None) -> None:
         self.ctx = ctx
+        #: the audit's facts, whose pending ones no rule reads are named ahead (see run_until)
+        self.facts = facts
         self.runnable = runnable
         self.names = names
         self.findings: list[Finding] = []
@@ -1465,15 +1468,12 @@ class _RuleRun:
                     rule.ahead(ctx)
                 except Exception:  # noqa: BLE001 - naming facts ahead only saves time: check() says what fails
                     pass
-            if start == 0:
+            if start == 0 and self.facts is not None:
                 # what waits to be read for its problems alone (the format check of installed sources,
                 # Extractor.deferred) goes with them: in the same batch as a member's CU4xx source, one
                 # parse; collected at the end of the audit (see audit)
-                facts = ctx._facts
-                ahead = getattr(facts, "ahead", None)
-                if ahead is not None:
-                    read = {n for rule in self.runnable for n in rule.needs}
-                    ahead([k for k in getattr(facts, "pending", ()) if k[2] not in read])
+                read = {n for rule in self.runnable for n in rule.needs}
+                self.facts.ahead([k for k in self.facts.pending if k[2] not in read])
             for k, rule in enumerate(todo, start):
                 ctx.family = type(rule).__module__
                 try:
@@ -1548,7 +1548,7 @@ def audit(
         ctx = RuleContext(config, artifacts, extraction.facts, environment, probes,
                           evidence=evidence_inputs, probe=Prober(config, probes))
         extraction.facts.keeps_pickles = extraction.store.keeps
-        rules = _RuleRun(ctx, runnable, names)
+        rules = _RuleRun(ctx, runnable, names, extraction.facts)
         gathered = _extract(artifacts, environment, early, config=config, extractors=names, progress=progress,
                             extraction=extraction, rules=rules)
         rules.run_until(len(runnable) - 1)
