@@ -126,6 +126,13 @@ class Input:
         return [Path(str(value))] if Path(str(value)).is_file() else []
 
 
+class VenvInput(Input):
+    """An input that resolves to a :class:`Venv`: its site-packages are what is warmed."""
+
+    def files(self, value: Any) -> list[Path]:
+        return [Path(d) / n for d, _s, names in os.walk(value.site) for n in names]
+
+
 @dataclass(frozen=True)
 class Corpus(Input):
     """A file of the corpus, by glob (``cupy_cuda12x-14.2.0-*.whl``)."""
@@ -262,7 +269,7 @@ class Venv:
 
 
 @dataclass(frozen=True)
-class Environment(Input):
+class Environment(VenvInput):
     """A virtual environment in the cache with corpus wheels installed
     (``pip install --no-deps --no-index``): what ``cuaudit env`` audits."""
 
@@ -304,9 +311,6 @@ class Environment(Input):
         (tmp / "wheels.txt").write_text("\n".join(w.name for w in wheels) + "\n")
         tmp.rename(root)
 
-    def files(self, value: Any) -> list[Path]:
-        return [Path(d) / n for d, _s, names in os.walk(value.site) for n in names]
-
 
 def _site_of(python: Path) -> Path:
     proc = subprocess.run([str(python), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
@@ -317,7 +321,7 @@ def _site_of(python: Path) -> Path:
 
 
 @dataclass(frozen=True)
-class FreshVenv(Input):
+class FreshVenv(VenvInput):
     """A new ``python -m venv`` with its bundled pip (what a user has before installing
     anything), built once in the cache by the corpus interpreter; pip byte-compiles it."""
 
@@ -334,12 +338,9 @@ class FreshVenv(Input):
                 raise NotAvailable(f"python -m venv failed: {proc.stderr.strip()[-300:]}")
         return Venv(root / "bin" / "python", _site_of(root / "bin" / "python"))
 
-    def files(self, value: Any) -> list[Path]:
-        return [Path(d) / n for d, _s, names in os.walk(value.site) for n in names]
-
 
 @dataclass(frozen=True)
-class PopularVenv(Input):
+class PopularVenv(VenvInput):
     """The 88 popular distributions of ``benchmarks/accuracy.py`` (exact pins from PyPI),
     built by ``python benchmarks/accuracy.py setup``, never here (it needs the network)."""
 
@@ -349,12 +350,9 @@ class PopularVenv(Input):
             raise NotAvailable("run `python benchmarks/accuracy.py setup` first (88 pinned distributions from PyPI)")
         return Venv(python, _site_of(python))
 
-    def files(self, value: Any) -> list[Path]:
-        return [Path(d) / n for d, _s, names in os.walk(value.site) for n in names]
-
 
 @dataclass(frozen=True)
-class CopiedVenv(Input):
+class CopiedVenv(VenvInput):
     """A copy of another environment input's virtual environment (``cp -a``: the same files, new
     inodes and ctimes), made once in the cache: a new environment of the same packages, whose
     members share no key of identity with the original's."""
@@ -372,12 +370,9 @@ class CopiedVenv(Input):
         python = copy / "bin" / "python"
         return Venv(python, _site_of(python))
 
-    def files(self, value: Any) -> list[Path]:
-        return [Path(d) / n for d, _s, names in os.walk(value.site) for n in names]
-
 
 @dataclass(frozen=True)
-class Interpreter(Input):
+class Interpreter(VenvInput):
     """An existing environment, named by its ``python`` in an environment
     variable (e.g. the full CUDA stack of a GPU machine); n/a when unset."""
 
@@ -388,9 +383,6 @@ class Interpreter(Input):
         if not python:
             raise NotAvailable(f"set {self.variable}=/path/to/python to measure an existing environment")
         return Venv(Path(python), _site_of(Path(python)))
-
-    def files(self, value: Any) -> list[Path]:
-        return [Path(d) / n for d, _s, names in os.walk(value.site) for n in names]
 
 
 # -- commands and cases -------------------------------------------------------------

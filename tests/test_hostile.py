@@ -269,6 +269,22 @@ def test_a_member_that_inflates_past_its_declared_size_is_bounded(tmp_path, cli,
     assert ("CU002", "demo/x.py") in codes, codes
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_member_that_inflates_past_its_declared_size_is_cu002_with_the_cache_too(tmp_path, cli, jobs):
+    # with a cache every member read whole is inflated and hashed before its extractors run
+    # (engine._ByContent): the lie is met there first, and must still be the member's CU002,
+    # cold and in the run that finds the rest by content, never a fact stored under its digest
+    members = [("demo-1.0.dist-info/METADATA", zipfile.ZIP_STORED, b"Name: demo\n", zlib_crc(b"Name: demo\n"), 11),
+               ("demo/x.py", zipfile.ZIP_DEFLATED, _bomb(zipfile.ZIP_DEFLATED), 0x12345678, 4096)]
+    for build in ("a", "b"):  # the same bytes, another file: the second finds by content what the first stored
+        (tmp_path / build).mkdir()
+        whl = raw_zip(tmp_path / build / "demo-1.0-py3-none-any.whl", members)
+        rc, out, err = cli("check", whl, "--isolated", "--cache-dir", tmp_path / "cache", "--format", "json", "-j", jobs)
+        report = json.loads(out)
+        codes = {(f["code"], f["location"]["member"]) for f in report["findings"]}
+        assert ("CU002", "demo/x.py") in codes, codes
+
+
 @pytest.mark.parametrize("inflater", ["isal", "zlib"])
 def test_deflate_members_read_alike_with_the_fast_inflater_and_the_zlib_fallback(tmp_path, monkeypatch, inflater):
     """ISA-L when installed, zlib otherwise: the same bytes, the same bounds, the same errors."""

@@ -101,7 +101,7 @@ class CachedFailure:
     evidence: tuple[tuple[str, Any], ...]
 
 
-#: the ``ok`` of a result that the fact cache held for the member's bytes (see :func:`_by_content`):
+#: the ``ok`` of a result that the fact cache held for the member's bytes (see :class:`_ByContent`):
 #: its value is what was stored (a fact, a ``WithProblems``, None or a ``CachedFailure``)
 REUSED = "reused"
 
@@ -131,10 +131,10 @@ def _extract_group(artifact: Artifact, tasks: list[tuple[Member, tuple[str, ...]
     instances: dict[str, facts_registry.Extractor] = {}
     by_content = _ByContent(_content_store(cas, keep_cas), artifact, tasks) if cas else None
     try:
-        for n, (member, names) in enumerate(tasks):
+        for t, (member, names) in enumerate(tasks):
             reader = digest = None
             if by_content is not None:
-                reader, digest, names = by_content.take(n, out)
+                reader, digest, names = by_content.take(t, out)
                 if not names:
                     continue
             if reader is None:
@@ -640,7 +640,7 @@ class Extraction:
         #: a fact's key by identity -> its key by content, for the facts extracted here that a
         #: member of the same path and bytes may be served (``Results.content``)
         self._by_digest: dict[str, str] = {}
-        #: facts read on demand, by their keys by content, written with the open bundles (``flush``)
+        #: facts read on demand, by their keys by content, written as they come (``_keep``, ``flush``)
         self._loose: list[tuple[str, Any]] = []
         #: the same two counts for evidence members, extracted on demand (see on_demand)
         self.evidence_extracted = 0
@@ -1236,7 +1236,7 @@ class Extraction:
             # stored by content rather than by identity (see _bundle_up, _keep)
             self._by_digest.update((keys[(i, path, name)], k) for (path, name), k in content.items() if (i, path, name) in keys)
         for path, name, ok, value in results:
-            if ok == REUSED:  # found by content (see _by_content): cached under its member's key too
+            if ok == REUSED:  # found by content (see _ByContent): cached under its member's key too
                 self.cached += 1
                 self.by_content += 1
                 if isinstance(value, CachedFailure):
@@ -1446,6 +1446,23 @@ class _RuleRun:
         self._last_of = {type(rule).__module__: k for k, rule in enumerate(runnable)}
         self._needed_after = [set(n for later in runnable[k + 1:] for n in later.needs) for k in range(len(runnable))]
 
+    def _unread(self) -> list[tuple[int, str, str]]:
+        """The pending facts no selected rule names in ``needs``: extracted for their problems alone
+        (the format check of installed sources, ``Extractor.deferred``)."""
+        read = {n for rule in self.runnable for n in rule.needs}
+        return [k for k in self.facts.pending if k[2] not in read] if self.facts is not None else []
+
+    def finish(self) -> None:
+        """Extract what is still pending for its problems alone (what no pass parsed, the rest came
+        along with the passes), and collect what was sent ahead, read by a rule or not."""
+        if self.facts is None:
+            return
+        leftover = self._unread()
+        if leftover:
+            self.facts.prefetch(leftover)
+        if self.facts.inflight and self.facts.settle is not None:
+            self.facts.settle(None)
+
     def stage(self, names: tuple[str, ...]) -> int:
         """The first rule that reads one of these facts (the rule count: none does, e.g. ``format``)."""
         first, late = self._first, len(self.runnable)
@@ -1469,11 +1486,9 @@ class _RuleRun:
                 except Exception:  # noqa: BLE001 - naming facts ahead only saves time: check() says what fails
                     pass
             if start == 0 and self.facts is not None:
-                # what waits to be read for its problems alone (the format check of installed sources,
-                # Extractor.deferred) goes with them: in the same batch as a member's CU4xx source, one
-                # parse; collected at the end of the audit (see audit)
-                read = {n for rule in self.runnable for n in rule.needs}
-                self.facts.ahead([k for k in self.facts.pending if k[2] not in read])
+                # what waits to be read for its problems alone goes with them: in the same batch as a
+                # member's CU4xx source, one parse (see finish)
+                self.facts.ahead(self._unread())
             for k, rule in enumerate(todo, start):
                 ctx.family = type(rule).__module__
                 try:
@@ -1552,14 +1567,7 @@ def audit(
         gathered = _extract(artifacts, environment, early, config=config, extractors=names, progress=progress,
                             extraction=extraction, rules=rules)
         rules.run_until(len(runnable) - 1)
-        # what waited to be read for its problems alone (the format check of installed sources no
-        # pass parsed: Extractor.deferred) is extracted now; the rest came along with the passes
-        read = {n for rule in runnable for n in rule.needs}
-        leftover = [k for k in extraction.facts.pending if k[2] not in read]
-        if leftover:
-            extraction.facts.prefetch(leftover)
-        if extraction.facts.inflight:
-            extraction.settle(None)  # and what was sent ahead (_RuleRun.run_until), whoever read it or not
+        rules.finish()
         findings: list[Finding] = list(gathered.problems) + rules.findings
         # problems met extracting what the rules read on demand (the format check's own, as a rule)
         findings += extraction.problems[gathered.reported:]
