@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""CPU time of each extractor and of the shared Python parse, in one in-process cuaudit run.
+
+    python scripts/extractor_times.py -- env --jobs 1 --python /path/to/python
+
+Run with ``--jobs 1`` (or a cached run): the extraction must happen in this process for its time to
+be counted.  Each extractor's ``extract`` is timed (process CPU time) with the time spent inside
+``formats.python.parse_python`` taken out: the parse, shared by every pass of a member, is a row
+of its own.  The rest of the run (discovery, the rules, the cache) is the last row.  Runs cuaudit
+from ``src`` (``CUAUDIT_SRC`` puts more paths first).  A diagnostic for developers: it patches
+``facts.get`` and ``formats.python.parse_python``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import os
+import resource
+import sys
+import time
+
+
+def main(argv: list[str]) -> None:
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:0] = [p for p in os.environ.get("CUAUDIT_SRC", "").split(os.pathsep) if p] + [os.path.join(here, "..", "src")]
+    import cuaudit.engine as engine
+    import cuaudit.facts as facts
+    import cuaudit.formats.python as python
+
+    stats: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0, 0])
+    in_parse = [0.0]
+    registry_get, wrapped = facts.get, {}
+
+    def get(name: str) -> type:
+        if name not in wrapped:
+            cls = registry_get(name)
+
+            def extract(self, reader, _n=name, _base=cls.extract):  # type: ignore[no-untyped-def]
+                t, p = time.process_time(), in_parse[0]
+                try:
+                    return _base(self, reader)
+                finally:
+                    s = stats[_n]
+                    s[0] += 1
+                    s[1] += time.process_time() - t - (in_parse[0] - p)
+                    s[2] += reader.member.size or 0
+
+            wrapped[name] = type(cls.__name__, (cls,), {"extract": extract, "__module__": cls.__module__})
+        return wrapped[name]
+
+    facts.get = engine.facts_registry.get = get
+    parse = python.parse_python
+
+    def parse_python(data, path="<source>"):  # type: ignore[no-untyped-def]
+        t = time.process_time()
+        try:
+            return parse(data, path)
+        finally:
+            d = time.process_time() - t
+            in_parse[0] += d
+            s = stats["(parse_python)"]
+            s[0] += 1
+            s[1] += d
+            s[2] += len(data)
+
+    python.parse_python = parse_python
+
+    def report() -> None:
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        total = r.ru_utime + r.ru_stime
+        print(f"{'extractor':28s} {'members':>8s} {'CPU s':>8s} {'MB':>8s}", file=sys.stderr)
+        for n, (c, t, b) in sorted(stats.items(), key=lambda kv: -kv[1][1]):
+            print(f"{n:28s} {c:8d} {t:8.2f} {b / 1e6:8.1f}", file=sys.stderr)
+        print(f"{'(everything else)':28s} {'':8s} {total - sum(s[1] for s in stats.values()):8.2f}", file=sys.stderr)
+        print(f"{'(process total)':28s} {'':8s} {total:8.2f}", file=sys.stderr)
+
+    atexit.register(report)
+    from cuaudit.cli import entry
+
+    sys.argv = ["cuaudit", *argv]
+    entry()
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    main(args[1:] if args[:1] == ["--"] else args)
