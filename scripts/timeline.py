@@ -10,7 +10,12 @@ three things logged to LOG, in seconds since start:
 
 - ``W<pid> start end n first-member (extractors)``: each chunk a forked worker extracted;
 - ``R start end CODE``: each rule's ``check``;
-- ``P start end rules a..b``: each batch of rules the staged extraction ran (``engine._RuleRun``).
+- ``P start end rules a..b``: each batch of rules the staged extraction ran (``engine._RuleRun``);
+- ``S start end name``: each call of the parent's other phases (``PHASES``: listing, extraction,
+  settling, the cache's writes, the snapshot, the report), and ``WAIT`` lines for the parent's
+  waits on a worker's chunk;
+- ``M time parent-MB max-worker-MB``: the resident memory of the parent and of its largest child,
+  every 50 ms (``--summary`` prints the peak of each and what ran then).
 
 ``--summary`` prints how many workers were busy in each second, then the rules' lines: idle workers
 while the parent computes alone, or a parent waiting on a tail of work, show at a glance (this is
@@ -57,6 +62,16 @@ def record(log: str, argv: list[str]) -> None:
         write(f"P {start - t0:.3f} {time.time() - t0:.3f} rules {first}..{self.ran}")
 
     engine._RuleRun.run_until = staged
+    _sample_memory(write, t0)
+    import importlib
+
+    for dotted in PHASES:
+        module_name, _, attr = dotted.rpartition(":")
+        owner_path, _, name = attr.rpartition(".")
+        owner = importlib.import_module(module_name)
+        for part in filter(None, owner_path.split(".")):
+            owner = getattr(owner, part)
+        setattr(owner, name, _spanned(getattr(owner, name), "WAIT" if name == "wait" else f"S {attr}", write, t0))
     config = Config()
     for code in rules.selected_codes(config.selected, config.ignored):
         cls = rules.get(code)
@@ -80,14 +95,78 @@ def record(log: str, argv: list[str]) -> None:
     write(f"END {time.time() - t0:.3f}")
 
 
+#: the parent's phases logged as ``S`` lines (module:qualified name)
+PHASES = (
+    "cuaudit.engine:_collect", "cuaudit.engine:_list_safely", "cuaudit.engine:Extraction.run",
+    "cuaudit.engine:Extraction.walk", "cuaudit.engine:Extraction.settle", "cuaudit.engine:Extraction._write_loose",
+    "cuaudit.engine:Extraction.flush", "cuaudit.engine:Extraction.close", "cuaudit.engine:_RuleRun.finish",
+    "cuaudit.engine:suppressions_for", "cuaudit.engine:_report", "cuaudit.snapshot:save", "cuaudit.engine:_Feeder.wait",
+    "cuaudit.engine:Extraction.stop_workers", "cuaudit.engine:audit_stats", "cuaudit.commands.env:emit",
+    "cuaudit.engine:Extraction._bundle_up",
+)
+
+
+def _spanned(fn, label: str, write, t0: float):  # type: ignore[no-untyped-def]
+    def spanned(*args, **kwargs):  # type: ignore[no-untyped-def]
+        start = time.time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if os.getpid() == pid:
+                write(f"{label.split()[0]} {start - t0:.3f} {time.time() - t0:.3f} {' '.join(label.split()[1:])}")
+
+    pid = os.getpid()
+    return spanned
+
+
+def _rss_mb(pid: str) -> float:
+    try:
+        with open(f"/proc/{pid}/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _sample_memory(write, t0: float) -> None:  # type: ignore[no-untyped-def]
+    """A daemon thread that logs the parent's resident memory and its largest child's (Linux)."""
+    import threading
+
+    me = str(os.getpid())
+
+    def children() -> list[str]:
+        out: list[str] = []
+        try:
+            for tid in os.listdir(f"/proc/{me}/task"):
+                with open(f"/proc/{me}/task/{tid}/children") as fh:
+                    out += fh.read().split()
+        except OSError:
+            pass
+        return out
+
+    def loop() -> None:
+        while True:
+            write(f"M {time.time() - t0:.3f} {_rss_mb(me):.0f} {max(map(_rss_mb, children()), default=0.0):.0f}")
+            time.sleep(0.05)
+
+    threading.Thread(target=loop, daemon=True).start()
+
+
 def summary(log: str) -> None:
     lines = open(log).read().splitlines()
     spans = [(float(a), float(b)) for a, b in (line.split()[1:3] for line in lines if line.startswith("W"))]
     end = max((b for _a, b in spans), default=0.0)
     busy = [sum(max(0.0, min(b, t + 1) - max(a, t)) for a, b in spans) for t in range(int(end) + 1)]
     print("busy workers per second: " + " ".join(f"{t}:{n:.1f}" for t, n in enumerate(busy)))
+    waits = [(float(a), float(b)) for a, b in (line.split()[1:3] for line in lines if line.startswith("WAIT"))]
+    waited = [sum(max(0.0, min(b, t + 1) - max(a, t)) for a, b in waits) for t in range(int(end) + 1)]
+    print("parent waiting on workers per second: " + " ".join(f"{t}:{n:.1f}" for t, n in enumerate(waited)))
+    samples = [tuple(map(float, line.split()[1:4])) for line in lines if line.startswith("M ")]
+    for col, who in ((1, "parent"), (2, "largest worker")):
+        if samples:
+            top = max(samples, key=lambda m: m[col])
+            print(f"peak resident memory, {who}: {top[col]:.0f} MB at {top[0]:.1f} s")
     for line in lines:
-        if line.startswith(("P", "R", "END")):
+        if line.startswith(("P", "R", "END")) or (line.startswith("S ") and float(line.split()[2]) - float(line.split()[1]) >= 0.05):
             print(line)
 
 

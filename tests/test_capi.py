@@ -203,6 +203,22 @@ def test_non_cython_extension_is_marked(tmp_path):
     assert m.is_cython is False and m.exports == () and m.imports == ()
 
 
+def test_a_library_without_module_init_is_not_read_whole(tmp_path, monkeypatch):
+    # Cython's markers in a shared object that exports no PyInit_ (a plugin, not an extension
+    # module): nothing Python can import, so no C-API, and the image is never copied whole
+    markers = 'const char *m[] = {"_cython_3_0_11", "__pyx_capi__", "cython_runtime"}; int f(void) { return 1; }'
+    plugin = compile_so(tmp_path, "xla_plugin.so", markers)
+    module = compile_so(tmp_path, "mod.so", markers + " void *PyInit_mod(void) { return 0; }")
+    import cuaudit.facts.cython as cython
+
+    read = []
+    monkeypatch.setattr(cython, "_Image", lambda elf, _real=cython._Image: read.append(elf.path) or _real(elf))
+    p = read_module(plugin.read_bytes(), "pkg/xla_plugin.so")
+    assert p.is_cython is False and p.cython == "" and read == []
+    m = read_module(module.read_bytes(), "pkg/mod.so")
+    assert m.is_cython is True and m.cython == "3.0.11" and read == ["pkg/mod.so"]
+
+
 def test_other_machines_are_reported_as_unsupported(tmp_path, cython_fixture):
     data = bytearray((cython_fixture["env_v1"] / "pkgcons" / f"cons{SO}").read_bytes())
     struct.pack_into("<H", data, 18, 183)  # EM_AARCH64

@@ -103,7 +103,7 @@ class CythonCapiExtractor(Extractor):
     """C-API exports, imports and extension types of a compiled Cython module."""
 
     name = "cython-capi"
-    version = 2  # bump whenever the reader finds more or different facts (the cache is keyed on it)
+    version = 3  # bump whenever the reader finds more or different facts (the cache is keyed on it); 3: no PyInit_, not read
 
     def applies(self, member: Member) -> bool:
         # Python extension modules only: a Cython module is never a versioned
@@ -129,6 +129,17 @@ def read_module(data: bytes, path: str) -> CythonModule:
     return read_image(image_of_bytes(data, path))
 
 
+def _exports_module_init(elf: ElfImage) -> bool:
+    """Whether the image may be a Python extension module: its ``.dynsym`` names a ``PyInit_*``
+    (every CPython 3 extension module exports its init function, Cython's included).  True when
+    the symbol table is missing or unreadable: the full reader then decides (and reports)."""
+    try:
+        names = elf.dynsym_names()
+    except Exception:  # noqa: BLE001 - the full reader meets (and reports) the same problem
+        return True
+    return not names or any(n.startswith("PyInit_") for n in names)
+
+
 def read_image(elf: ElfImage) -> CythonModule:
     """The C-API facts of one extension module's ELF image."""
     path = elf.path
@@ -137,6 +148,11 @@ def read_image(elf: ElfImage) -> CythonModule:
         if not (_ABI.search(data) or b"cython_runtime" in data or b"__pyx_" in data):
             # another machine, and not Cython either: nothing to say (CU009 is for Cython modules)
             return CythonModule(module=module_name_for(path), cython="", is_cython=False)
+    if not _exports_module_init(elf):
+        # not a Python extension module at all (a PJRT plugin, a library without the `lib` prefix):
+        # no Cython either, known from its dynamic symbols without copying it whole (jax's 500 MB
+        # xla_cuda_plugin.so took a worker to 875 MB and 2.2 s)
+        return CythonModule(module=module_name_for(path), cython="", is_cython=False)
     image = _Image(elf)
     data = image.data
     # Not Cython (no ABI marker, no capi name): nothing to say, and nothing to read further.
