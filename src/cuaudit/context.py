@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from cuaudit.config import Config
+from cuaudit.heap import give_back_free_memory
 from cuaudit.model import EnvironmentInfo, Member, ProbeRecord
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -163,6 +164,7 @@ class RuleContext:
         release = getattr(self._facts, "release", None)
         if release is not None and names:
             release(names)
+        give_back_free_memory()  # what was let go is handed back, not kept for the facts to come
 
     def evidence(self, name: str) -> Sequence["Evidence"]:
         """Evidence-only inputs, resolved by the engine on first request and read on demand.

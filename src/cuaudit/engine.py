@@ -35,7 +35,7 @@ from cuaudit.model import (
 )
 from cuaudit.probe import Prober
 from cuaudit import snapshot
-from cuaudit.heap import fewer_full_collections, gc_paused
+from cuaudit.heap import fewer_full_collections, gc_paused, give_back_free_memory
 from cuaudit.store import FactStore, content_digest, default_cache_dir
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -893,6 +893,7 @@ class Extraction:
         """Write the open bundles that gained facts (facts read on demand, evidence) and close
         the fact cache: once, when nothing more will be read (the end of an audit)."""
         self.stop_workers()
+        give_back_free_memory()  # the bundles are pickled next: the peak of a cold audit
         self.flush()
         self.store.close()
 

@@ -75,6 +75,9 @@ class FactStore:
         try:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
+            # a cold audit writes hundreds of MB at once: the default checkpoint every 4 MB (each
+            # synced twice) cost 8 % of the writes of an 88-distribution environment; every 64 MB
+            db.execute("PRAGMA wal_autocheckpoint=16384")
             db.execute("CREATE TABLE IF NOT EXISTS facts (key TEXT PRIMARY KEY, value BLOB NOT NULL)")
             _add_used_column(db)
             db.execute("SELECT count(*) FROM facts WHERE key = ''").fetchone()
