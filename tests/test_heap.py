@@ -39,3 +39,38 @@ def test_cycles_made_during_an_audit_are_still_collected_without_asking() -> Non
         keep = [[None] for _ in range(150_000)]  # past the young threshold: a collection runs
         assert ref() is None
         del keep
+
+
+def test_freed_heap_pages_go_back_to_the_system() -> None:
+    # 200 MB in blocks under glibc's mmap threshold, freed below a block that pins the heap's top:
+    # the process stays that large until the free pages are handed back
+    import ctypes
+    import sys
+
+    import pytest
+
+    from cuaudit.heap import give_back_free_memory
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("malloc_trim is glibc's (Linux)")
+    libc = ctypes.CDLL(None)
+    if not hasattr(libc, "malloc_trim"):
+        pytest.skip("not glibc: no malloc_trim")
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    libc.memset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+
+    def resident_mb() -> float:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * 4096 / 2**20
+
+    blocks = [libc.malloc(64 * 1024) for _ in range(3200)]
+    for b in blocks:
+        libc.memset(b, 1, 64 * 1024)
+    pin = libc.malloc(64 * 1024)
+    for b in blocks:
+        libc.free(b)
+    held = resident_mb()
+    give_back_free_memory()
+    assert held - resident_mb() > 150
+    libc.free(pin)
