@@ -167,3 +167,60 @@ def test_a_stored_value_that_no_longer_loads_is_extracted_again(tmp_path, parses
     second = audit([str(make_wheel(tmp_path / "b", "pkg", "1.0", files))], config=conf)
     assert second.stats["facts_by_content"] == 0 and sorted(parses) == sorted(files)
     assert [(f.code, f.location.member) for f in second.findings] == [(f.code, f.location.member) for f in first.findings]
+
+
+def _rows(cache: str) -> dict[str, object]:
+    import pickle
+    import sqlite3
+
+    db = sqlite3.connect(os.path.join(cache, "facts.sqlite3"))
+    try:
+        return {k: pickle.loads(v) for k, v in db.execute("SELECT key, value FROM facts")}
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_fact_stored_by_content_is_stored_once(tmp_path, jobs):
+    # the bundles that serve the next audit of the same files name the rows by content instead of
+    # holding their values a second time (up-front facts: the wheel's; on demand: the environment's)
+    from cuaudit.engine import ByContent
+
+    files = {**PACKAGE, "pkg/lib.py": "import ctypes\nlib = ctypes.CDLL('libfoo.so')\n"}
+    conf = Config(cache_dir=str(tmp_path / "cache"), jobs=jobs)
+    wheel = str(make_wheel(tmp_path, "pkg", "1.0", files))
+    dist = make_installed(tmp_path / "site", "pkg", files)
+    first = {"wheel": audit([wheel], config=conf), "env": audit([dist], config=conf, command="explain")}
+    rows = _rows(conf.cache_dir)
+    by_content = {k for k in rows if ":sha256:" in k}
+    bundles = {k: v for k, v in rows.items() if k.startswith(("bundle:", "facts:")) and isinstance(v, dict)}
+    named = [v for b in bundles.values() for v in b.values() if type(v) is ByContent]
+    assert bundles and len(named) >= len([p for p in files if p.endswith(".py")])
+    assert set(named) <= by_content  # every entry names a row that is there
+    # and no bundle holds a value of its own for a member whose facts are stored by content
+    held = {k.rsplit(":", 2)[0] for b in bundles.values() for k, v in b.items() if type(v) is not ByContent}
+    assert not held & {k.rsplit(":", 2)[0] for b in bundles.values() for k, v in b.items() if type(v) is ByContent}
+    # the next audits read them through the bundles: nothing extracted, the same findings
+    again = {"wheel": audit([wheel], config=conf, command="explain"), "env": audit([dist], config=conf, command="explain")}
+    for name in first:
+        assert again[name].stats["facts_extracted"] == 0
+        assert _findings(again[name], tmp_path) == _findings(first[name], tmp_path)
+
+
+def test_a_bundle_whose_rows_are_gone_extracts_them_again(tmp_path, parses):
+    # pruning (cache-max-size) may drop a row a bundle names: a miss, never a wrong or missing fact
+    import sqlite3
+
+    conf = Config(cache_dir=str(tmp_path / "cache"), jobs=1)
+    wheel = str(make_wheel(tmp_path, "pkg", "1.0", PACKAGE))
+    first = audit([wheel], config=conf, command="explain")
+    db = sqlite3.connect(os.path.join(conf.cache_dir, "facts.sqlite3"))
+    dropped = db.execute("DELETE FROM facts WHERE key LIKE '%:sha256:%' AND key LIKE '%pkg/core.py%'").rowcount \
+        or db.execute("DELETE FROM facts WHERE key IN (SELECT key FROM facts WHERE key LIKE '%:sha256:%' LIMIT 3)").rowcount
+    db.commit()
+    db.close()
+    assert dropped > 0
+    parses.clear()
+    second = audit([wheel], config=conf, command="explain")
+    assert 0 < second.stats["facts_extracted"] and second.stats["facts_cached"] > 0 and parses
+    assert _findings(second, tmp_path) == _findings(first, tmp_path)

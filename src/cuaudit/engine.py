@@ -340,6 +340,34 @@ class FactNotReady(RuntimeError):
     """A fact read while the extraction that brings it is still under way (see ``Facts.coming``)."""
 
 
+class ByContent(str):
+    """A bundle's entry for a fact also stored on its own by content: the key of that row.
+
+    A fact of a member read whole is written once, under its key by content (a new environment
+    of the same packages finds it there), and the bundles that serve the same environment's
+    next audit name that row instead of holding the value a second time: a cold audit wrote
+    every such fact twice (half of the accuracy-venv's 154 MB).  Resolved when the bundle is
+    read (:func:`_resolved`); an entry whose row is gone (pruned) is a miss."""
+
+    __slots__ = ()
+
+
+def _resolved(store: FactStore, bundles: Iterable[dict[str, Any]]) -> None:
+    """Replace the :class:`ByContent` entries of these bundles by the rows they name, in one
+    read; an entry whose row is gone is dropped (its fact is extracted again)."""
+    bundles = [b for b in bundles if any(type(v) is ByContent for v in b.values())]
+    if not bundles:
+        return
+    rows = store.get_many({v for b in bundles for v in b.values() if type(v) is ByContent})
+    for b in bundles:
+        for k, v in list(b.items()):
+            if type(v) is ByContent:
+                if v in rows:
+                    b[k] = rows[v]
+                else:
+                    del b[k]
+
+
 class Pickled(bytes):
     """A fact kept as its pickle until something reads it (:attr:`Extractor.decoded_lazily`)."""
 
@@ -694,6 +722,7 @@ class Extraction:
             per_art.setdefault(i, []).append(k)
         bundle_keys = {i: _bundle_key(ks) for i, ks in per_art.items()}
         bundles = self.store.get_many(set(bundle_keys.values()))
+        _resolved(self.store, (b for b in bundles.values() if isinstance(b, dict)))
         cached: dict[str, Any] = {}
         for i, bk in bundle_keys.items():
             if isinstance(bundles.get(bk), dict):
@@ -738,10 +767,14 @@ class Extraction:
         # a fact of a member read whole is kept by its content (a new venv of the same packages
         # finds it), the rest by identity; every artifact's bundle, by identity, is read first
         by_digest = self._by_digest
-        rows = [(by_digest.pop(k, k), v) for k, v in new]
+        stored = {k: by_digest.pop(k) for k, _v in new if k in by_digest}
+        # a row by content is what a bundle's entry resolves to: held pickled, as a bundle's own values
+        # are (a fact decoded lazily stays so when read through it)
+        rows = [(stored[k], _pickled(name_of[k], v)) if k in stored else (k, v) for k, v in new]
         for i, ks in per_art.items():
             if not isinstance(bundles.get(bundle_keys[i]), dict) and all(k in known for k in ks):
-                rows.append((bundle_keys[i], {k: _pickled(name_of[k], known[k]) for k in ks}))
+                rows.append((bundle_keys[i], {k: ByContent(stored[k]) if k in stored else _pickled(name_of[k], known[k])
+                                              for k in ks}))
         self.store.put_many(rows)
 
     # -- facts read on demand ------------------------------------------------------------------
@@ -814,6 +847,7 @@ class Extraction:
             digest_key = self._by_digest.pop(k, None)
             if digest_key is not None:
                 self._loose.append((digest_key, pickled))
+                bundle.rows[k] = digest_key
         if len(self._loose) >= _LOOSE_BATCH:
             # written as they come, while the workers extract (the parent mostly waits on them
             # then), not all at the end of the audit: half a second of its tail on 2 cores
@@ -881,7 +915,10 @@ class Extraction:
             digest = hashlib.blake2b(repr(identity).encode(), digest_size=20).hexdigest()
             key = f"{kind}:{digest}"
             stored = store.get_many([key]).get(key)
-            bundle = _OpenBundle(key, dict(stored) if isinstance(stored, dict) else {}, store)
+            values = dict(stored) if isinstance(stored, dict) else {}
+            rows = {k: str(v) for k, v in values.items() if type(v) is ByContent}
+            _resolved(store, [values])
+            bundle = _OpenBundle(key, values, store, rows={k: r for k, r in rows.items() if k in values})
             if kind == "facts":
                 # stale values (members changed since) are dropped when the bundle is written
                 bundle.current = lambda: {FactStore.key(ex.name, ex.version, m.content_key) for m in artifact.members
@@ -915,6 +952,9 @@ class Extraction:
                     values = {k: v for k, v in values.items() if k in current}
                 elif len(values) > 4 * len(bundle.used) + 2048:  # stale keys pile up: keep what this audit used
                     values = {k: v for k, v in values.items() if k in bundle.used}
+                rows = bundle.rows
+                if rows:
+                    values = {k: ByContent(rows[k]) if k in rows else v for k, v in values.items()}
                 bundle.store.put_many([(bundle.key, values)])
                 bundle.dirty = False
         if self._machine_store is not self.store:
@@ -1326,6 +1366,8 @@ class _OpenBundle:
     #: the keys its input's members have now, computed when it is written (None: not known, an
     #: evidence input listed lazily)
     current: Callable[[], set[str]] | None = None
+    #: fact key -> the key of the row that holds its value by content (written as a ByContent)
+    rows: dict[str, str] = field(default_factory=dict)
 
 
 # -- the audit -----------------------------------------------------------------
