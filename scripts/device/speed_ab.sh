@@ -6,7 +6,7 @@
 set -u; OUT=${OUT:-/tmp/speed_ab_out}; mkdir -p "$OUT"; BASE=${BASE:-.base_src}
 BASE=$BASE OUT=$OUT bash scripts/device/ab_env.sh 2>&1 | tail -20
 echo "== cython facts with and without the early exit"
-python3 -c "import sys; sys.path[:0]=['/tmp/site']; sys.argv[1:]=[__import__('sysconfig').get_paths()['purelib'], __import__('sysconfig').get_paths()['platlib']]; exec(open('scripts/device/same_cython_facts.py').read())" 2>&1 | tail -4
+PYTHONPATH=/tmp/site python3 scripts/device/same_cython_facts.py "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" 2>&1 | tail -4
 echo "== timeline, new code"; export CUAUDIT_SRC=/tmp/site; rm -rf /tmp/c-tl
 /usr/bin/time -f "%e s wall %U user %S sys %M KB" python3 scripts/timeline.py $OUT/tl.log -- env -q --cache-dir /tmp/c-tl -f json -o /dev/null --exit-zero
 python3 scripts/timeline.py --summary $OUT/tl.log | grep -v "^R\|^P"

@@ -730,9 +730,10 @@ class Extraction:
         rest = {k for i, ks in per_art.items() if not isinstance(bundles.get(bundle_keys[i]), dict) for k in ks}
         cached.update(self.store.get_many(rest))
         # No SQLite connection may cross a fork (a child closing it releases the
-        # parent's file locks); it is reopened for put_many.
-        self.store.close()
-        self._machine_store.close()
+        # parent's file locks); it is reopened for put_many.  (Writes queued behind go on: a new
+        # pool waits for them, see _workers.)
+        self.store.close_connection()
+        self._machine_store.close_connection()
         todo: dict[int, list[tuple[Member, tuple[str, ...]]]] = {}
         for i, m, names in pending:
             missing = []
@@ -775,7 +776,8 @@ class Extraction:
             if not isinstance(bundles.get(bundle_keys[i]), dict) and all(k in known for k in ks):
                 rows.append((bundle_keys[i], {k: ByContent(stored[k]) if k in stored else _pickled(name_of[k], known[k])
                                               for k in ks}))
-        self.store.put_many(rows)
+        # written while the audit finishes (what was sent ahead, the suppressions): flush waits for it
+        self.store.put_many(rows, behind=True)
 
     # -- facts read on demand ------------------------------------------------------------------
     def _load(self, wanted: list[tuple[int, str, str]]) -> None:
@@ -791,8 +793,8 @@ class Extraction:
         if not tasks:
             return
         self.feed()
-        self.store.close()  # no SQLite connection crosses a fork (see run)
-        self._machine_store.close()
+        self.store.close_connection()  # no SQLite connection crosses a fork (see run)
+        self._machine_store.close_connection()
         new: list[tuple[str, Any]] = []
         try:
             self._extract(self._artifacts, tasks, keys, new, sum(len(v) for v in tasks.values()),
@@ -852,7 +854,7 @@ class Extraction:
             # written as they come, while the workers extract (the parent mostly waits on them
             # then), not all at the end of the audit: half a second of its tail on 2 cores
             self._write_loose()
-            self.store.close()  # no SQLite connection crosses a fork (see run)
+            self.store.close_connection()  # no SQLite connection crosses a fork (see run)
 
     def _write_loose(self) -> None:
         """Write the facts read on demand kept for their keys by content (``_loose``), in the
@@ -1169,8 +1171,8 @@ class Extraction:
                     if queued and len(inflight) < 2 * jobs:
                         # two chunks a worker: one running, one waiting, and what arrives meanwhile
                         # joins the next chunks instead of waiting for a level to end
-                        self.store.close()  # no SQLite connection crosses a fork (see run)
-                        self._machine_store.close()
+                        self.store.close_connection()  # no SQLite connection crosses a fork (see run)
+                        self._machine_store.close_connection()
                         submit = self._submitter(artifacts, jobs, 2 * jobs)
                         size = max(1, min(64, -(-queued // (2 * jobs))))
                         while queue and len(inflight) < 2 * jobs:
@@ -1222,8 +1224,8 @@ class Extraction:
         groups = [(i, chunk) for i, t in tasks.items() for chunk in _chunks(t)]
         if not groups:
             return
-        self.store.close()  # no SQLite connection crosses a fork (see run)
-        self._machine_store.close()
+        self.store.close_connection()  # no SQLite connection crosses a fork (see run)
+        self._machine_store.close_connection()
         try:
             submit = self._submitter(self._artifacts, self.config.jobs or _usable_cpus(), len(groups))
             # the costliest first, as any batch (see _extract)
