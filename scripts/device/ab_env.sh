@@ -8,8 +8,9 @@ OUT=${OUT:-/tmp/ab_out}; mkdir -p "$OUT"; PY=${PY:-python3}; BASE=${BASE:-.base_
 unset PYTHONPATH PYTHONDONTWRITEBYTECODE
 cu() { echo "$PY -c \"import sys; sys.path[:0] = ['$PWD/$1', '/tmp/site']; sys.argv[0] = 'cuaudit'; from cuaudit.cli import entry; entry()\""; }
 find "$($PY -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" -type f -size -64M -print0 | xargs -0 cat > /dev/null 2>&1
-for i in 1 2; do for v in "$BASE" src; do
+for i in $(seq ${PAIRS:-2}); do for v in "$BASE" src; do
   rm -rf /tmp/c-$i; /usr/bin/time -f "$v cold: %e s wall %U user %S sys %M KB" bash -c "$(cu $v) env -q --exit-zero --cache-dir /tmp/c-$i -f json -o $OUT/$(basename $v)-$i.json"
+  echo "  cache: $(du -sh /tmp/c-$i | cut -f1)"
 done; done
 $PY -c "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); print(db.execute(\"DELETE FROM facts WHERE key NOT LIKE '%:sha256:%'\").rowcount, 'rows dropped'); db.commit(); db.execute('VACUUM')" /tmp/c-2/facts.sqlite3
 /usr/bin/time -f "by content only: %e s wall %U user %S sys %M KB" bash -c "$(cu src) env -q --exit-zero --cache-dir /tmp/c-2 -f json -o $OUT/cas.json"
