@@ -776,8 +776,9 @@ class Extraction:
             if not isinstance(bundles.get(bundle_keys[i]), dict) and all(k in known for k in ks):
                 rows.append((bundle_keys[i], {k: ByContent(stored[k]) if k in stored else _pickled(name_of[k], known[k])
                                               for k in ks}))
-        # written while the audit finishes (what was sent ahead, the suppressions): flush waits for it
-        self.store.put_many(rows, behind=True)
+        # written here, not behind: nothing is left to overlap it with but the suppressions and the
+        # snapshot, whose own writes would wait for it (on the H200: 0.95 s and 1.1 s more)
+        self.store.put_many(rows)
 
     # -- facts read on demand ------------------------------------------------------------------
     def _load(self, wanted: list[tuple[int, str, str]]) -> None:
@@ -1621,6 +1622,9 @@ def audit(
                             extraction=extraction, rules=rules)
         rules.run_until(len(runnable) - 1)
         rules.finish()
+        # what is still being written behind is done before the suppressions' and the snapshot's
+        # own writes (another connection would wait on SQLite's lock, in sleeps)
+        extraction.store.wait()
         findings: list[Finding] = list(gathered.problems) + rules.findings
         # problems met extracting what the rules read on demand (the format check's own, as a rule)
         findings += extraction.problems[gathered.reported:]
