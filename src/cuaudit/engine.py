@@ -730,10 +730,9 @@ class Extraction:
         rest = {k for i, ks in per_art.items() if not isinstance(bundles.get(bundle_keys[i]), dict) for k in ks}
         cached.update(self.store.get_many(rest))
         # No SQLite connection may cross a fork (a child closing it releases the
-        # parent's file locks); it is reopened for put_many.  (Writes queued behind go on: a new
-        # pool waits for them, see _workers.)
-        self.store.close_connection()
-        self._machine_store.close_connection()
+        # parent's file locks); it is reopened for put_many.
+        self.store.close()
+        self._machine_store.close()
         todo: dict[int, list[tuple[Member, tuple[str, ...]]]] = {}
         for i, m, names in pending:
             missing = []
@@ -776,8 +775,6 @@ class Extraction:
             if not isinstance(bundles.get(bundle_keys[i]), dict) and all(k in known for k in ks):
                 rows.append((bundle_keys[i], {k: ByContent(stored[k]) if k in stored else _pickled(name_of[k], known[k])
                                               for k in ks}))
-        # written here, not behind: nothing is left to overlap it with but the suppressions and the
-        # snapshot, whose own writes would wait for it (on the H200: 0.95 s and 1.1 s more)
         self.store.put_many(rows)
 
     # -- facts read on demand ------------------------------------------------------------------
@@ -794,8 +791,8 @@ class Extraction:
         if not tasks:
             return
         self.feed()
-        self.store.close_connection()  # no SQLite connection crosses a fork (see run)
-        self._machine_store.close_connection()
+        self.store.close()  # no SQLite connection crosses a fork (see run)
+        self._machine_store.close()
         new: list[tuple[str, Any]] = []
         try:
             self._extract(self._artifacts, tasks, keys, new, sum(len(v) for v in tasks.values()),
@@ -855,16 +852,13 @@ class Extraction:
             # written as they come, while the workers extract (the parent mostly waits on them
             # then), not all at the end of the audit: half a second of its tail on 2 cores
             self._write_loose()
-            self.store.close_connection()  # no SQLite connection crosses a fork (see run)
+            self.store.close()  # no SQLite connection crosses a fork (see run)
 
     def _write_loose(self) -> None:
-        """Write the facts read on demand kept for their keys by content (``_loose``), in the
-        store's writer thread: the parent goes on (the end of an import-closure walk, where 2,048
-        and more come at once, is followed by the import verdicts; on the H200 the write took 1.2 s
-        of the parent's critical path there).  Pickled values, never changed once handed over."""
+        """Write the facts read on demand kept for their keys by content (``_loose``)."""
         if self._loose:
             loose, self._loose = self._loose, []
-            self.store.put_many(loose, behind=True)
+            self.store.put_many(loose)
 
     def on_demand(self, artifact: Artifact, member: Member, name: str) -> Any:
         """One fact of an evidence member: from the cache, or extracted now, here.
@@ -950,7 +944,6 @@ class Extraction:
         """Write the open bundles that gained facts, and the facts read on demand by their content
         (see :meth:`close`)."""
         self._write_loose()
-        self.store.wait()  # in order: the bundles name rows written by content
         for bundle in self._bundles.values():
             if bundle.dirty:
                 values = bundle.values
@@ -1172,8 +1165,8 @@ class Extraction:
                     if queued and len(inflight) < 2 * jobs:
                         # two chunks a worker: one running, one waiting, and what arrives meanwhile
                         # joins the next chunks instead of waiting for a level to end
-                        self.store.close_connection()  # no SQLite connection crosses a fork (see run)
-                        self._machine_store.close_connection()
+                        self.store.close()  # no SQLite connection crosses a fork (see run)
+                        self._machine_store.close()
                         submit = self._submitter(artifacts, jobs, 2 * jobs)
                         size = max(1, min(64, -(-queued // (2 * jobs))))
                         while queue and len(inflight) < 2 * jobs:
@@ -1190,6 +1183,11 @@ class Extraction:
                     if not inflight:
                         continue
                     self.feed()  # the later stages of the up-front extraction, a few at a time
+                    if len(new) >= _LOOSE_BATCH and self.store.keeps:
+                        # kept (and written) while the workers extract what was sent, not all at the end
+                        # of the walk: on the H200 that was 1.2 s of the parent alone before its verdicts
+                        self._keep(new, keys)
+                        new.clear()
                     done, _ = wait_for(list(inflight), return_when=FIRST_COMPLETED)
                     for fut in sorted(done, key=lambda f: inflight[f][0]):
                         _n, i, chunk = inflight.pop(fut)
@@ -1225,8 +1223,8 @@ class Extraction:
         groups = [(i, chunk) for i, t in tasks.items() for chunk in _chunks(t)]
         if not groups:
             return
-        self.store.close_connection()  # no SQLite connection crosses a fork (see run)
-        self._machine_store.close_connection()
+        self.store.close()  # no SQLite connection crosses a fork (see run)
+        self._machine_store.close()
         try:
             submit = self._submitter(self._artifacts, self.config.jobs or _usable_cpus(), len(groups))
             # the costliest first, as any batch (see _extract)
@@ -1267,10 +1265,6 @@ class Extraction:
                 and all(a is b for a, b in zip(self._pool_artifacts, artifacts)):
             return self._pool
         self.stop_workers()  # forked for other artifacts: its workers' _FORKED is not these
-        # the new pool's workers fork at its first submit: no thread may be inside SQLite then
-        # (the callers close this thread's connections: see run)
-        self.store.wait()
-        self._machine_store.wait()
         # imported here: a cached or small audit never starts workers (about 20 ms of start-up)
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
@@ -1622,9 +1616,6 @@ def audit(
                             extraction=extraction, rules=rules)
         rules.run_until(len(runnable) - 1)
         rules.finish()
-        # what is still being written behind is done before the suppressions' and the snapshot's
-        # own writes (another connection would wait on SQLite's lock, in sleeps)
-        extraction.store.wait()
         findings: list[Finding] = list(gathered.problems) + rules.findings
         # problems met extracting what the rules read on demand (the format check's own, as a rule)
         findings += extraction.problems[gathered.reported:]

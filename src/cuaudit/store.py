@@ -38,8 +38,6 @@ class FactStore:
     def __init__(self, directory: str | None) -> None:
         self.path = os.path.join(directory, "facts.sqlite3") if directory else None
         self._db: sqlite3.Connection | None = None
-        #: the thread writing what put_many(behind=True) queued, with its own connection (see put_many)
-        self._writer: "_Writer | None" = None
         self.hits = 0
         self.misses = 0
 
@@ -117,32 +115,8 @@ class FactStore:
             _touch(db, list(out))
         return out
 
-    def put_many(self, items: Iterable[tuple[str, Any]], *, behind: bool = False) -> None:
-        """Write ``(key, value)`` pairs, each value pickled as SQLite takes it.
-
-        ``behind``: in a thread of this process with a connection of its own, while the caller
-        computes on (SQLite and the disk do not hold the interpreter's lock): the facts an
-        environment's import closures read, written while the parent computes the import
-        verdicts instead of before.  The values must not change once handed over; :meth:`wait`
-        returns once everything queued is written."""
-        if behind:
-            if self.path is not None:
-                if self._writer is None:
-                    self._writer = _Writer(self)
-                self._writer.queue(list(items))
-            return
-        # after what is queued (in order, and without waiting on SQLite's lock: its busy handler
-        # sleeps in steps, 1.8 s instead of 0.8 s for a cold GPU environment's bundles)
-        self.wait()
-        self._write(self._conn(), items)
-
-    def wait(self) -> None:
-        """Return once what :meth:`put_many` queued behind is written, its thread and connection
-        ended: before a fork (no SQLite connection, and no thread inside SQLite, may cross one)."""
-        if self._writer is not None:
-            self._writer.finish()
-
-    def _write(self, db: sqlite3.Connection | None, items: Iterable[tuple[str, Any]]) -> None:
+    def put_many(self, items: Iterable[tuple[str, Any]]) -> None:
+        db = self._conn()
         if db is None:
             return
         now = int(time.time())
@@ -168,69 +142,9 @@ class FactStore:
                 pass
 
     def close(self) -> None:
-        """Write what was queued behind, then close (reopened by the next read or write)."""
-        self.wait()
-        self.close_connection()
-
-    def close_connection(self) -> None:
-        """Close this thread's connection only (reopened by the next read or write): what was
-        queued behind goes on being written (the engine, before it may fork: see ``Extraction._workers``)."""
         if self._db is not None:
             self._db.close()
             self._db = None
-
-
-class _Writer:
-    """A thread writing a store's queued batches in order, through a connection of its own.
-
-    It ends as soon as nothing is queued (and a new one starts with the next batch): a process
-    that exits without waiting still has its batches written first (the thread is not a daemon),
-    and an idle process holds no thread that a fork could copy mid-write."""
-
-    def __init__(self, store: FactStore) -> None:
-        import threading
-        from collections import deque
-
-        self.store = store
-        self.batches: deque[list[tuple[str, Any]]] = deque()
-        self.lock = threading.Lock()
-        self.thread: threading.Thread | None = None
-
-    def queue(self, items: list[tuple[str, Any]]) -> None:
-        import threading
-
-        with self.lock:
-            self.batches.append(items)
-            if self.thread is None:
-                self.thread = threading.Thread(target=self._run, name="cuaudit-cache-writer")
-                self.thread.start()
-
-    def finish(self) -> None:
-        """Return once every queued batch is written."""
-        with self.lock:
-            thread = self.thread
-        if thread is not None:
-            thread.join()
-
-    def _run(self) -> None:
-        db = None
-        try:
-            try:
-                if self.store.path is not None:
-                    os.makedirs(os.path.dirname(self.store.path), exist_ok=True)
-                    db = self.store._open()
-            except (sqlite3.Error, OSError):
-                db = None  # the store's own connection recreates a broken file; these writes are lost
-            while True:
-                with self.lock:
-                    if not self.batches:
-                        self.thread = None
-                        return
-                    items = self.batches.popleft()
-                self.store._write(db, items)
-        finally:
-            if db is not None:
-                db.close()
 
 
 def content_digest(path: str, data: "bytes | memoryview | Any") -> str:
