@@ -64,13 +64,26 @@ def test_freed_heap_pages_go_back_to_the_system() -> None:
         with open("/proc/self/statm") as fh:
             return int(fh.read().split()[1]) * 4096 / 2**20
 
-    blocks = [libc.malloc(64 * 1024) for _ in range(3200)]
+    blocks = [libc.malloc(64 * 1024) for _ in range(4800)]  # 300 MB: past the size a trim waits for
     for b in blocks:
         libc.memset(b, 1, 64 * 1024)
     pin = libc.malloc(64 * 1024)
     for b in blocks:
         libc.free(b)
     held = resident_mb()
-    give_back_free_memory()
+    give_back_free_memory()  # the process peaked past _TRIM_FROM_KB (256 MB) above
     assert held - resident_mb() > 150
     libc.free(pin)
+
+
+def test_a_small_process_gives_nothing_back_and_imports_nothing_for_it() -> None:
+    # a one-wheel check calls it after each family of rules: no ctypes import, no trim
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys; from cuaudit.heap import give_back_free_memory; give_back_free_memory(); "
+            "print('ctypes' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60,
+                         env={"PYTHONPATH": str(Path(__file__).parents[1] / "src"), "PATH": "/usr/bin:/bin"})
+    assert out.stdout.strip() == "False"

@@ -101,6 +101,8 @@ def give_back_free_memory() -> None:
     back after each family makes room for the rest of the audit (see ``RuleContext.release``).
     """
     global _trim
+    if _resident_kb() < _TRIM_FROM_KB:
+        return  # a small audit (one wheel's check) has nothing worth a trim, nor ctypes' import (2-3 ms)
     if _trim is None:
         _trim = False
         if sys.platform.startswith("linux"):
@@ -117,3 +119,17 @@ def give_back_free_memory() -> None:
 
 #: glibc's malloc_trim once looked up (False: none here)
 _trim: "Any" = None
+#: the resident size (KB) from which a process gives its free heap pages back
+_TRIM_FROM_KB = 256 * 1024
+
+
+def _resident_kb() -> int:
+    """This process's resident size now (Linux ``/proc``; 0 elsewhere).  Not ``ru_maxrss``: a
+    process started by a large one inherits its peak across the fork and exec."""
+    import os
+
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+    except (OSError, ValueError, IndexError):
+        return 0
