@@ -7,6 +7,9 @@ measures are here so that the whole policy reads in one place:
 ``gc_paused`` while facts are unpickled (then frozen), ``fewer_full_collections``
 while extracting and running rules, and no collection at all while the command
 starts (``pause_for_startup``: imports, the parser, the configuration).
+
+And what is freed goes back to the system: ``give_back_free_memory`` after each
+family of rules and before the cache's bundles are written (a large audit only).
 """
 
 from __future__ import annotations
