@@ -4,7 +4,7 @@
 # tree's timeline with memory samples, two cached runs and one with the facts cached but no snapshot.
 #   BASE=.base_src2 bash scripts/device/speed_ab.sh
 set -u; OUT=${OUT:-/tmp/speed_ab_out}; mkdir -p "$OUT"; BASE=${BASE:-.base_src}
-BASE=$BASE OUT=$OUT bash scripts/device/ab_env.sh 2>&1 | tail -20
+BASE=$BASE OUT=$OUT bash scripts/device/ab_env.sh 2>&1 | grep -v "^WARNING: Target" | tail -n $((12 * ${PAIRS:-2} + 12))
 echo "== cython facts with and without the early exit"
 PYTHONPATH=/tmp/site python3 scripts/device/same_cython_facts.py "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" 2>&1 | tail -4
 echo "== timeline, new code"; export CUAUDIT_SRC=/tmp/site; rm -rf /tmp/c-tl
