@@ -183,28 +183,29 @@ def _rows(cache: str) -> dict[str, object]:
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_a_fact_stored_by_content_is_stored_once(tmp_path, jobs):
     # the bundles that serve the next audit of the same files name the rows by content instead of
-    # holding their values a second time (up-front facts: the wheel's; on demand: the environment's)
+    # holding their values a second time: up front (a wheel's facts, in its bundle) and on demand
+    # (an environment's Python facts, in its open bundle), each in a cache of its own
     from cuaudit.engine import ByContent
 
     files = {**PACKAGE, "pkg/lib.py": "import ctypes\nlib = ctypes.CDLL('libfoo.so')\n"}
-    conf = Config(cache_dir=str(tmp_path / "cache"), jobs=jobs)
-    wheel = str(make_wheel(tmp_path, "pkg", "1.0", files))
-    dist = make_installed(tmp_path / "site", "pkg", files)
-    first = {"wheel": audit([wheel], config=conf), "env": audit([dist], config=conf, command="explain")}
-    rows = _rows(conf.cache_dir)
-    by_content = {k for k in rows if ":sha256:" in k}
-    bundles = {k: v for k, v in rows.items() if k.startswith(("bundle:", "facts:")) and isinstance(v, dict)}
-    named = [v for b in bundles.values() for v in b.values() if type(v) is ByContent]
-    assert bundles and len(named) >= len([p for p in files if p.endswith(".py")])
-    assert set(named) <= by_content  # every entry names a row that is there
-    # and no bundle holds a value of its own for a member whose facts are stored by content
-    held = {k.rsplit(":", 2)[0] for b in bundles.values() for k, v in b.items() if type(v) is not ByContent}
-    assert not held & {k.rsplit(":", 2)[0] for b in bundles.values() for k, v in b.items() if type(v) is ByContent}
-    # the next audits read them through the bundles: nothing extracted, the same findings
-    again = {"wheel": audit([wheel], config=conf, command="explain"), "env": audit([dist], config=conf, command="explain")}
-    for name in first:
-        assert again[name].stats["facts_extracted"] == 0
-        assert _findings(again[name], tmp_path) == _findings(first[name], tmp_path)
+    inputs = {"wheel": ([str(make_wheel(tmp_path, "pkg", "1.0", files))], "check", "bundle:"),
+              "env": ([make_installed(tmp_path / "site", "pkg", files)], "explain", "facts:")}
+    for name, (paths, command, kind) in inputs.items():
+        conf = Config(cache_dir=str(tmp_path / f"cache-{name}"), jobs=jobs)
+        first = audit(paths, config=conf, command=command)
+        rows = _rows(conf.cache_dir)
+        by_content = {k for k in rows if ":sha256:" in k}
+        named = {k: [v for v in b.values() if type(v) is ByContent] for k, b in rows.items()
+                 if k.startswith(("bundle:", "facts:")) and isinstance(b, dict)}
+        # the Python facts: in the bundle of their kind (up front, or on demand)
+        assert sum(len(v) for k, v in named.items() if k.startswith(kind)) >= len([p for p in files if p.endswith(".py")]), name
+        # every row by content is named by a bundle, in place of a value of its own, and every
+        # name is a row that is there
+        assert {v for vs in named.values() for v in vs} == by_content, name
+        # the next audit reads them through the bundles: nothing extracted, the same findings
+        again = audit(paths, config=conf, command=command)
+        assert again.stats["facts_extracted"] == 0, name
+        assert _findings(again, tmp_path) == _findings(first, tmp_path), name
 
 
 def test_a_bundle_whose_rows_are_gone_extracts_them_again(tmp_path, parses):

@@ -248,3 +248,20 @@ def test_fatbin_entries_past_the_budget_are_cu004(tmp_path, monkeypatch):
     for name in ("raw", "twice"):
         assert isinstance(code[f"demo/{name}.so"], InputError), code[f"demo/{name}.so"]
         assert code[f"demo/{name}.so"].code == "CU004" and "FATBIN_ENTRIES" in code[f"demo/{name}.so"].message
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_the_cython_reader_asks_the_dynamic_symbols_of_a_hostile_table_within_bounds(name):
+    # cython-capi first asks .dynsym for a PyInit_ (facts/cython.py): a table that lies there is a
+    # CU0xx problem of the full reader, one that does not is "not Cython" (no PyInit_), never a crash
+    from cuaudit.facts.cython import read_module
+
+    data = HOSTILE[name][0]
+    started = time.process_time()
+    try:
+        module = read_module(data, f"{name}.so")
+    except InputError as exc:
+        assert exc.code.startswith("CU0"), exc.code
+    else:
+        assert module.is_cython is False
+    assert time.process_time() - started < 2.0
