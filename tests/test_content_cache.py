@@ -225,3 +225,34 @@ def test_a_bundle_whose_rows_are_gone_extracts_them_again(tmp_path, parses):
     second = audit([wheel], config=conf, command="explain")
     assert 0 < second.stats["facts_extracted"] and second.stats["facts_cached"] > 0 and parses
     assert _findings(second, tmp_path) == _findings(first, tmp_path)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_facts_found_by_content_are_named_not_stored_again(tmp_path, jobs):
+    # a new venv of the same packages (what CI makes on every run) finds its facts by content: its
+    # bundles name those rows, and neither the rows nor the values are written again (they were
+    # held by value in the new bundles, and each CI run grew the cache by a whole copy)
+    from cuaudit.engine import ByContent
+
+    site = tmp_path / "one"
+    conf = Config(cache_dir=str(tmp_path / "cache"), jobs=jobs)
+    first = audit([make_installed(site, "pkg", PACKAGE)], config=conf, command="explain")
+    before = _rows(conf.cache_dir)
+    copy = _copy(site, tmp_path / "two")
+    second = audit([copy], config=conf, command="explain")
+    reused = second.stats["facts_by_content"]
+    assert reused >= len([p for p in PACKAGE if p.endswith(".py")])
+    after = _rows(conf.cache_dir)
+    assert {k for k in after if ":sha256:" in k} == {k for k in before if ":sha256:" in k}
+    new = {k: v for k, v in after.items() if k not in before}
+    bundles = {k: b for k, b in new.items() if k.startswith(("bundle:", "facts:")) and isinstance(b, dict)}
+    named = [v for b in bundles.values() for v in b.values() if type(v) is ByContent]
+    held = [k for b in bundles.values() for k, v in b.items() if type(v) is not ByContent]
+    # (the finishing step's suppressions fact, found by content too, is not in the audit's counts)
+    assert len(named) >= reused and set(named) <= set(before) and not held, held
+    # no fact found by content is in a row of its own either: what else is new is not a Python fact
+    assert not [k for k in new if k not in bundles and ":python_source:" in k], sorted(new)
+    # and the copy is served through those names: nothing extracted, the same findings
+    third = audit([copy], config=conf, command="explain")
+    assert third.stats["facts_extracted"] == 0 and third.stats["facts_by_content"] == 0
+    assert _findings(third, tmp_path / "two") == _findings(first, site)

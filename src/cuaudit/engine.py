@@ -108,8 +108,9 @@ REUSED = "reused"
 
 class Results(list):  # type: ignore[type-arg]
     """What :func:`_extract_group` returns: (member, extractor, ok, value|error) items, and
-    ``content``: (member, extractor) -> the cache key of its fact by content, for the facts just
-    extracted that the parent may store so (:class:`_ByContent`)."""
+    ``content``: (member, extractor) -> the cache key of its fact by content (:class:`_ByContent`),
+    for the facts just extracted, which the parent may store so, and for those found so
+    (:data:`REUSED`), whose row is there already: the parent's bundles name that row."""
 
     content: dict[tuple[str, str], str]
 
@@ -271,6 +272,7 @@ class _ByContent:
                 left.append(x)
             else:
                 out.append((member.path, x, REUSED, value))
+                out.content[(member.path, x)] = FactStore.key(x, facts_registry.get(x).version, digest)
         return reader, digest, tuple(left)
 
 
@@ -666,8 +668,11 @@ class Extraction:
         #: of ``cached``: the facts found by their member's path and bytes (see _ByContent)
         self.by_content = 0
         #: a fact's key by identity -> its key by content, for the facts extracted here that a
-        #: member of the same path and bytes may be served (``Results.content``)
+        #: member of the same path and bytes may be served, and those found so (``Results.content``)
         self._by_digest: dict[str, str] = {}
+        #: of ``_by_digest``: the facts found by content, whose row is there already: the bundles
+        #: name it and nothing is written again (a new venv's bundles held every such fact by value)
+        self._found_by_content: set[str] = set()
         #: facts read on demand, by their keys by content, written as they come (``_keep``, ``flush``)
         self._loose: list[tuple[str, Any]] = []
         #: the same two counts for evidence members, extracted on demand (see on_demand)
@@ -768,9 +773,10 @@ class Extraction:
         # finds it), the rest by identity; every artifact's bundle, by identity, is read first
         by_digest = self._by_digest
         stored = {k: by_digest.pop(k) for k, _v in new if k in by_digest}
+        found = self._found_by_content
         # a row by content is what a bundle's entry resolves to: held pickled, as a bundle's own values
-        # are (a fact decoded lazily stays so when read through it)
-        rows = [(stored[k], _pickled(name_of[k], v)) if k in stored else (k, v) for k, v in new]
+        # are (a fact decoded lazily stays so when read through it); one found by content is there
+        rows = [(stored[k], _pickled(name_of[k], v)) if k in stored else (k, v) for k, v in new if k not in found]
         for i, ks in per_art.items():
             if not isinstance(bundles.get(bundle_keys[i]), dict) and all(k in known for k in ks):
                 rows.append((bundle_keys[i], {k: ByContent(stored[k]) if k in stored else _pickled(name_of[k], known[k])
@@ -846,7 +852,8 @@ class Extraction:
             bundle.dirty = True
             digest_key = self._by_digest.pop(k, None)
             if digest_key is not None:
-                self._loose.append((digest_key, pickled))
+                if k not in self._found_by_content:
+                    self._loose.append((digest_key, pickled))
                 bundle.rows[k] = digest_key
         if len(self._loose) >= _LOOSE_BATCH:
             # written as they come, while the workers extract (the parent mostly waits on them
@@ -1282,7 +1289,9 @@ class Extraction:
             # stored by content rather than by identity (see _bundle_up, _keep)
             self._by_digest.update((keys[(i, path, name)], k) for (path, name), k in content.items() if (i, path, name) in keys)
         for path, name, ok, value in results:
-            if ok == REUSED:  # found by content (see _ByContent): cached under its member's key too
+            if ok == REUSED:  # found by content (see _ByContent): its bundle names the row it came from
+                if content and (path, name) in content and (i, path, name) in keys:
+                    self._found_by_content.add(keys[(i, path, name)])
                 self.cached += 1
                 self.by_content += 1
                 if isinstance(value, CachedFailure):
