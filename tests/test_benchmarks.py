@@ -225,3 +225,28 @@ def test_two_variable_fit_separates_per_mb_and_per_file_costs() -> None:
     mb, files = [1, 10, 100, 5, 50], [100, 20, 1000, 3000, 7]
     a, b, c, r2 = harness.linear_fit2(mb, files, [0.2 + 0.01 * x + 0.003 * z for x, z in zip(mb, files)])
     assert (a, b, c, r2) == (pytest.approx(0.2), pytest.approx(0.01), pytest.approx(0.003), pytest.approx(1.0))
+
+
+def test_every_corpus_wheel_is_checked_against_auditwheel() -> None:
+    """Issue 14: a cold `check` is faster than `auditwheel show` on *every* wheel of the corpus.
+    The cases are the manifest's wheels, each with that target (fails if a wheel is added to
+    tests/corpus.toml and no case times it, or a case loses its auditwheel row or target)."""
+    import fnmatch
+
+    import cases
+
+    wheels = [a["file"] for a in cases.corpus_wheels()]
+    assert len(wheels) >= 20  # both sets of the manifest, the large one included
+    by_wheel = {}
+    for case in cases.CASES:
+        if case.name.startswith("check-") and "wheel" in case.inputs:
+            for w in wheels:
+                if fnmatch.fnmatchcase(w, case.inputs["wheel"].pattern):
+                    by_wheel.setdefault(w, []).append(case)
+    assert sorted(by_wheel) == sorted(wheels)
+    for w, found in by_wheel.items():
+        full = [c for c in found if "--select" not in " ".join(c.cuaudit.argv)]
+        assert full, w
+        for case in full:
+            assert any(p.label.startswith("auditwheel show") for p in case.peers), case.name
+            assert any(t.kind == "speedup" and t.value >= 1 and t.peer == "auditwheel" for t in case.targets), case.name
