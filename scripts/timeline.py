@@ -13,9 +13,10 @@ three things logged to LOG, in seconds since start:
 - ``P start end rules a..b``: each batch of rules the staged extraction ran (``engine._RuleRun``);
 - ``S start end name``: each call of the parent's other phases (``PHASES``: listing, extraction,
   settling, the cache's writes, the snapshot, the report), and ``WAIT`` lines for the parent's
-  waits on a worker's chunk;
-- ``M time parent-MB max-worker-MB``: the resident memory of the parent and of its largest child,
-  every 50 ms (``--summary`` prints the peak of each and what ran then).
+  waits on the worker pool (``concurrent.futures.wait``: the walk's and the feeder's);
+- ``M time parent-MB max-worker-MB parent-CPU-s``: the resident memory of the parent and of its
+  largest child, and the parent's CPU time so far, every 50 ms (``--summary`` prints the peak of
+  each memory and the parent's CPU in each second).
 
 ``--summary`` prints how many workers were busy in each second, then the rules' lines: idle workers
 while the parent computes alone, or a parent waiting on a tail of work, show at a glance (this is
@@ -103,6 +104,9 @@ PHASES = (
     "cuaudit.engine:suppressions_for", "cuaudit.engine:_report", "cuaudit.snapshot:save", "cuaudit.engine:_Feeder.wait",
     "cuaudit.engine:Extraction.stop_workers", "cuaudit.engine:audit_stats", "cuaudit.commands.env:emit",
     "cuaudit.engine:Extraction._bundle_up",
+    # every wait of the parent on the pool's futures: the walk's and the feeder's (imported where
+    # they wait, so the patched function is the one they call)
+    "concurrent.futures:wait",
 )
 
 
@@ -145,22 +149,44 @@ def _sample_memory(write, t0: float) -> None:  # type: ignore[no-untyped-def]
 
     def loop() -> None:
         while True:
-            write(f"M {time.time() - t0:.3f} {_rss_mb(me):.0f} {max(map(_rss_mb, children()), default=0.0):.0f}")
+            # the process's CPU time: the parent's main thread, as this one sleeps
+            write(f"M {time.time() - t0:.3f} {_rss_mb(me):.0f} {max(map(_rss_mb, children()), default=0.0):.0f} "
+                  f"{time.process_time():.3f}")
             time.sleep(0.05)
 
     threading.Thread(target=loop, daemon=True).start()
 
 
+def _merged(spans) -> list[tuple[float, float]]:  # type: ignore[no-untyped-def]
+    """Overlapping spans as one (a wait inside a wait: the feeder's, called by the walk)."""
+    out: list[tuple[float, float]] = []
+    for a, b in sorted(spans):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
 def summary(log: str) -> None:
     lines = open(log).read().splitlines()
-    spans = [(float(a), float(b)) for a, b in (line.split()[1:3] for line in lines if line.startswith("W"))]
+    # (W<pid> lines, not WAIT lines: counted as workers, the parent's waits made the workers look busier)
+    spans = [(float(a), float(b)) for a, b in (line.split()[1:3] for line in lines if line[:1] == "W" and line[1:2].isdigit())]
     end = max((b for _a, b in spans), default=0.0)
     busy = [sum(max(0.0, min(b, t + 1) - max(a, t)) for a, b in spans) for t in range(int(end) + 1)]
     print("busy workers per second: " + " ".join(f"{t}:{n:.1f}" for t, n in enumerate(busy)))
-    waits = [(float(a), float(b)) for a, b in (line.split()[1:3] for line in lines if line.startswith("WAIT"))]
+    waits = _merged((float(a), float(b)) for a, b in (line.split()[1:3] for line in lines if line.startswith("WAIT")))
     waited = [sum(max(0.0, min(b, t + 1) - max(a, t)) for a, b in waits) for t in range(int(end) + 1)]
     print("parent waiting on workers per second: " + " ".join(f"{t}:{n:.1f}" for t, n in enumerate(waited)))
-    samples = [tuple(map(float, line.split()[1:4])) for line in lines if line.startswith("M ")]
+    samples = [tuple(map(float, line.split()[1:])) for line in lines if line.startswith("M ")]
+    cpu = [(m[0], m[3]) for m in samples if len(m) > 3]
+    if cpu:
+        # the parent's CPU in each second (a parent near 1.0 while workers idle is the critical path)
+        used = [0.0] * (int(end) + 1)
+        for (a, ca), (b, cb) in zip(cpu, cpu[1:]):
+            if int(a) < len(used) and b > a:
+                used[int(a)] += cb - ca
+        print("parent CPU per second: " + " ".join(f"{t}:{n:.1f}" for t, n in enumerate(used)))
     for col, who in ((1, "parent"), (2, "largest worker")):
         if samples:
             top = max(samples, key=lambda m: m[col])
