@@ -145,10 +145,11 @@ def main(argv: list[str] | None = None) -> int:
     # the results first: a bad --json path must not lose a 15-minute run
     if args.write_results:
         write_results(args.write_results, markdown_report(doc, results, scaling))
+        log(f"updated section {args.write_results!r} of {RESULTS}")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
-        log(f"updated section {args.write_results!r} of {RESULTS}")
+        log(f"wrote {args.json}")
     return 0
 
 
