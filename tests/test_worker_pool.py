@@ -232,3 +232,28 @@ def test_facts_a_rule_names_ahead_go_to_the_workers_before_it_reads_them(tmp_pat
     # sent while the parent computes the import rules' verdicts, not when the CU4xx rules come to run
     assert events.index("sent") < events.index("import verdicts done")
     assert [f.message.replace("site2", "site") for f in report.findings] == [f.message for f in serial.findings]
+
+
+def test_the_switch_interval_is_short_while_the_pool_runs_and_the_callers_after(tmp_path, monkeypatch, LEVELS):
+    # the pool's threads hand every chunk over through the interpreter's lock: at CPython's 5 ms
+    # switch interval each hand-over waited for the busy parent (engine.POOL_SWITCH_INTERVAL)
+    import sys
+
+    callers = sys.getswitchinterval()
+    sys.setswitchinterval(0.01)
+    try:
+        pools, _extractions, _log = _spy(monkeypatch, tmp_path)
+        intervals: list[float] = []
+        workers = engine.Extraction._workers
+
+        def noted(self, *args):
+            pool = workers(self, *args)
+            intervals.append(sys.getswitchinterval())
+            return pool
+
+        monkeypatch.setattr(engine.Extraction, "_workers", noted)
+        audit([make_installed(tmp_path / "site", "pkg", LEVELS)], config=Config(cache=False, jobs=2), command="explain")
+        assert pools and intervals and all(i == engine.POOL_SWITCH_INTERVAL for i in intervals)
+        assert sys.getswitchinterval() == 0.01  # the caller's, back once the pool stopped
+    finally:
+        sys.setswitchinterval(callers)
