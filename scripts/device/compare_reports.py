@@ -21,11 +21,23 @@ def main(paths: list[str]) -> None:
         print(path.rsplit("/", 1)[-1], dict(d.get("stats", {})))
         d.pop("stats", None)
         docs.append(d)
-    print("reports identical apart from stats:", all(d == docs[0] for d in docs))
+    same = all(d == docs[0] for d in docs)
+    print("reports identical apart from stats:", same)
+    if not same:  # which findings differ, against the first report (what a reader asks next)
+        first = {json.dumps(f, sort_keys=True) for f in docs[0]["findings"]}
+        for path, d in zip(paths[1:], docs[1:]):
+            other = {json.dumps(f, sort_keys=True) for f in d["findings"]}
+            name = path.rsplit("/", 1)[-1]
+            for where, diff in ((f"only in {paths[0].rsplit('/', 1)[-1]}", first - other), (f"only in {name}", other - first)):
+                for line in sorted(diff)[:5]:
+                    print(f"  {where}: {line[:300]}")
     findings = docs[0]["findings"] if docs else []
     print("findings per code:", dict(sorted(collections.Counter(f["code"] for f in findings).items())))
     print("by severity:", dict(collections.Counter(f["severity"] for f in findings)))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    try:
+        main(sys.argv[1:])
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        sys.stderr.close()
