@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from harness import (Case, Cmd, CopiedVenv, Corpus, CorpusFiles, ElfMembers, Environment, FreshVenv, Input, Interpreter, Member,
-                     PopularVenv, Script, Target)
+from harness import (FETCH_SCRIPT, Case, Cmd, CopiedVenv, Corpus, CorpusFiles, ElfMembers, Environment, FreshVenv, Input, Interpreter,
+                     Member, PopularVenv, Script, Target)
 
 # -- what this machine and this cuaudit have -----------------------------------------
 
@@ -420,7 +420,7 @@ CHECK_CASES: list[Case] = [
 
 def corpus_wheels() -> list[dict]:
     """The wheels of the corpus manifest (``tests/corpus.toml``), both sets."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+    sys.path.insert(0, str(FETCH_SCRIPT.parent))
     try:
         from fetch_corpus import load_manifest
     finally:

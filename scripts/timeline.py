@@ -149,7 +149,7 @@ def _sample_memory(write, t0: float) -> None:  # type: ignore[no-untyped-def]
 
     def loop() -> None:
         while True:
-            # the process's CPU time: the parent's main thread, as this one sleeps
+            # the parent process's CPU time: its main thread and the pool's threads (this one sleeps)
             write(f"M {time.time() - t0:.3f} {_rss_mb(me):.0f} {max(map(_rss_mb, children()), default=0.0):.0f} "
                   f"{time.process_time():.3f}")
             time.sleep(0.05)

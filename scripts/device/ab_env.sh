@@ -3,17 +3,16 @@
 # then this tree's facts by content alone (the rows by identity, the bundles and the snapshot dropped).
 #   BASE=.base_src bash scripts/device/ab_env.sh     (BASE: another checkout's src/, carried; PAIRS=n; SKIP_CAS=1)
 set -u
-OUT=${OUT:-/tmp/ab_out}; mkdir -p "$OUT"; PY=${PY:-python3}; BASE=${BASE:-.base_src}
-[ -n "${SKIP_WHEELS:-}" ] || $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
-unset PYTHONPATH PYTHONDONTWRITEBYTECODE
-cu() { echo "$PY -c \"import sys; sys.path[:0] = ['$PWD/$1', '/tmp/site']; sys.argv[0] = 'cuaudit'; from cuaudit.cli import entry; entry()\""; }
-find "$($PY -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" -type f -size -64M -print0 | xargs -0 cat > /dev/null 2>&1
+OUT=${OUT:-/tmp/ab_out}; mkdir -p "$OUT"; BASE=${BASE:-.base_src}
+. "$(dirname "$0")/_env.sh"
+install_wheels || exit 1
+warm_site
 for i in $(seq ${PAIRS:-2}); do for v in "$BASE" src; do
   rm -rf /tmp/c-$i; /usr/bin/time -f "$v cold: %e s wall %U user %S sys %M KB" bash -c "$(cu $v) env -q --exit-zero --cache-dir /tmp/c-$i -f json -o $OUT/$(basename $v)-$i.json"
   echo "  cache: $(du -sh /tmp/c-$i | cut -f1)"
 done; done
 if [ -z "${SKIP_CAS:-}" ]; then  # SKIP_CAS=1: the cold pairs only
-$PY -c "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); print(db.execute(\"DELETE FROM facts WHERE key NOT LIKE '%:sha256:%'\").rowcount, 'rows dropped'); db.commit(); db.execute('VACUUM')" /tmp/c-2/facts.sqlite3
-/usr/bin/time -f "by content only: %e s wall %U user %S sys %M KB" bash -c "$(cu src) env -q --exit-zero --cache-dir /tmp/c-2 -f json -o $OUT/cas.json"
+$PY -c "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); print(db.execute(\"DELETE FROM facts WHERE key NOT LIKE '%:sha256:%'\").rowcount, 'rows dropped'); db.commit(); db.execute('VACUUM')" /tmp/c-${PAIRS:-2}/facts.sqlite3
+/usr/bin/time -f "by content only: %e s wall %U user %S sys %M KB" bash -c "$(cu src) env -q --exit-zero --cache-dir /tmp/c-${PAIRS:-2} -f json -o $OUT/cas.json"
 fi
 $PY scripts/device/compare_reports.py "$OUT"/*.json | grep -v '^findings\|^by sev'

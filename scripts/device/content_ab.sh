@@ -5,12 +5,11 @@
 # timeline (scripts/timeline.py: the parent's waits and CPU per second).
 #   BASE=.base_src bash scripts/device/content_ab.sh     (BASE: another checkout's src/, carried)
 set -u
-OUT=${OUT:-/tmp/content_ab_out}; mkdir -p "$OUT"; PY=${PY:-python3}; BASE=${BASE:-.base_src}
-$PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl 2>&1 | grep -v "^WARNING: Target"
-unset PYTHONPATH PYTHONDONTWRITEBYTECODE
-cu() { echo "$PY -c \"import sys; sys.path[:0] = ['$PWD/$1', '/tmp/site']; sys.argv[0] = 'cuaudit'; from cuaudit.cli import entry; entry()\""; }
+OUT=${OUT:-/tmp/content_ab_out}; mkdir -p "$OUT"; BASE=${BASE:-.base_src}
+. "$(dirname "$0")/_env.sh"
+install_wheels || exit 1
 nproc; date -u; git log -1 --format='%h %s' | cut -c1-80
-find "$($PY -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" -type f -size -64M -print0 | xargs -0 cat > /dev/null 2>&1
+warm_site
 rm -rf /tmp/c-cold; /usr/bin/time -f "cold (this tree): %e s wall %U user %S sys %M KB" bash -c "$(cu src) env -q --exit-zero --cache-dir /tmp/c-cold -f json -o $OUT/cold.json"
 $PY -c "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); print(db.execute(\"DELETE FROM facts WHERE key NOT LIKE '%:sha256:%'\").rowcount, 'rows dropped'); db.commit(); db.execute('VACUUM')" /tmp/c-cold/facts.sqlite3
 echo "by-content rows: $(du -sh /tmp/c-cold | cut -f1)"
