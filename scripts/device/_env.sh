@@ -1,8 +1,20 @@
-# Sourced by the device A/B scripts (ab_env.sh, content_ab.sh): what they share.
-#   install_wheels   cuaudit's dependencies, carried as wheels in .whl/, into /tmp/site (SKIP_WHEELS=1: not)
-#   cu TREE          the command line of cuaudit run from the source tree TREE (src, or another checkout's)
-#   warm_site        the audited site's files read once, so that every run finds them in the page cache
-PY=${PY:-python3}
+# Sourced by the device scripts (run from the repository root on the GPU machine): what they share.
+#   install_wheels     cuaudit's dependencies, carried as wheels in .whl/, into /tmp/site (SKIP_WHEELS=1: not)
+#   cu TREE            the command line (a string, for bash -c) of cuaudit run from the source tree TREE
+#   CU                 the same for src/, as an array: "${CU[@]}" env ...
+#   t CMD...           run CMD under /usr/bin/time; its wall, CPU and peak memory appended to $OUT/timings.txt
+#   machine            what the run was on: GPU, Python, CPUs, date, commit
+#   warm_site          the audited site's files read once, so that every run finds them in the page cache
+#   drop_snapshot DIR  the environment snapshots of the cache in DIR dropped (as after any change to one
+#                      installed file): the next run reads the facts cached, and runs every rule
+#   content_only DIR   only the facts by content kept (the rows by identity, the bundles and the snapshot
+#                      dropped): what a new virtual environment of the same packages finds
+# cuaudit runs from the source tree through sys.path, never PYTHONPATH: the audited interpreter (this
+# one, by default) then sees its own environment only, not cuaudit's carried dependencies.
+PY=${PY:-${PYTHON:-python3}}
+OUT=${OUT:-/tmp/device_out}; mkdir -p "$OUT"
+# The device sets PYTHONDONTWRITEBYTECODE=1: every run would compile cuaudit's modules from source
+# (about 0.1 s of a cached run) where an installed cuaudit has its bytecode.  Users' runs write it.
 unset PYTHONPATH PYTHONDONTWRITEBYTECODE
 
 install_wheels() {
@@ -17,6 +29,29 @@ cu() {
   echo "$PY -c \"import sys; sys.path[:0] = ['$PWD/$1', '/tmp/site']; sys.argv[0] = 'cuaudit'; from cuaudit.cli import entry; entry()\""
 }
 
+CU=($PY -c "import sys; sys.path[:0] = ['$PWD/src', '/tmp/site']; sys.argv[0] = 'cuaudit'; from cuaudit.cli import entry; entry()")
+
+t() {
+  /usr/bin/time -f "%e s wall, %U s user, %S s sys, %M KB max RSS" -o "$OUT/t.txt" "$@"
+  local rc=$?
+  echo "${*: -6} -> rc=$rc $(cat "$OUT/t.txt")" | sed "s|$PWD/||g" | cut -c1-300 | tee -a "$OUT/timings.txt"
+}
+
+machine() {
+  echo "== machine"
+  nvidia-smi -L 2>/dev/null
+  $PY -c 'import sys; print(sys.version.split()[0])'; nproc; date -u
+  git log -1 --format='%h %s' 2>/dev/null | cut -c1-100
+}
+
 warm_site() {
   find "$($PY -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" -type f -size -64M -print0 | xargs -0 cat > /dev/null 2>&1
+}
+
+drop_snapshot() {
+  $PY -c "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); db.execute(\"DELETE FROM facts WHERE key LIKE 'snapshot:%'\"); db.commit()" "$1/facts.sqlite3"
+}
+
+content_only() {
+  $PY -c "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); print(db.execute(\"DELETE FROM facts WHERE key NOT LIKE '%:sha256:%'\").rowcount, 'rows dropped'); db.commit(); db.execute('VACUUM')" "$1/facts.sqlite3"
 }

@@ -3,7 +3,7 @@
 # then this tree's facts by content alone (the rows by identity, the bundles and the snapshot dropped).
 #   BASE=.base_src bash scripts/device/ab_env.sh     (BASE: another checkout's src/, carried; PAIRS=n; SKIP_CAS=1)
 set -u
-OUT=${OUT:-/tmp/ab_out}; mkdir -p "$OUT"; BASE=${BASE:-.base_src}
+OUT=${OUT:-/tmp/ab_out}; BASE=${BASE:-.base_src}
 . "$(dirname "$0")/_env.sh"
 install_wheels || exit 1
 warm_site
@@ -12,7 +12,7 @@ for i in $(seq ${PAIRS:-2}); do for v in "$BASE" src; do
   echo "  cache: $(du -sh /tmp/c-$i | cut -f1)"
 done; done
 if [ -z "${SKIP_CAS:-}" ]; then  # SKIP_CAS=1: the cold pairs only
-$PY -c "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); print(db.execute(\"DELETE FROM facts WHERE key NOT LIKE '%:sha256:%'\").rowcount, 'rows dropped'); db.commit(); db.execute('VACUUM')" /tmp/c-${PAIRS:-2}/facts.sqlite3
+content_only /tmp/c-${PAIRS:-2}
 /usr/bin/time -f "by content only: %e s wall %U user %S sys %M KB" bash -c "$(cu src) env -q --exit-zero --cache-dir /tmp/c-${PAIRS:-2} -f json -o $OUT/cas.json"
 fi
 $PY scripts/device/compare_reports.py "$OUT"/*.json | grep -v '^findings\|^by sev'

@@ -5,13 +5,13 @@
 # timeline (scripts/timeline.py: the parent's waits and CPU per second).
 #   BASE=.base_src bash scripts/device/content_ab.sh     (BASE: another checkout's src/, carried)
 set -u
-OUT=${OUT:-/tmp/content_ab_out}; mkdir -p "$OUT"; BASE=${BASE:-.base_src}
+OUT=${OUT:-/tmp/content_ab_out}; BASE=${BASE:-.base_src}
 . "$(dirname "$0")/_env.sh"
 install_wheels || exit 1
-nproc; date -u; git log -1 --format='%h %s' | cut -c1-80
+machine
 warm_site
 rm -rf /tmp/c-cold; /usr/bin/time -f "cold (this tree): %e s wall %U user %S sys %M KB" bash -c "$(cu src) env -q --exit-zero --cache-dir /tmp/c-cold -f json -o $OUT/cold.json"
-$PY -c "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); print(db.execute(\"DELETE FROM facts WHERE key NOT LIKE '%:sha256:%'\").rowcount, 'rows dropped'); db.commit(); db.execute('VACUUM')" /tmp/c-cold/facts.sqlite3
+content_only /tmp/c-cold
 echo "by-content rows: $(du -sh /tmp/c-cold | cut -f1)"
 for i in $(seq ${PAIRS:-2}); do for v in "$BASE" src; do
   rm -rf /tmp/c-x; cp -r /tmp/c-cold /tmp/c-x
