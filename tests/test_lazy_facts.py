@@ -1,4 +1,4 @@
-"""Facts decoded when read (``Extractor.decoded_lazily``, ``engine.Facts``) and the collector
+"""Facts kept pickled until read (``engine.Pickled``, ``engine.Facts``) and the collector
 paused while facts are unpickled (``heap.gc_paused``): speed work that must not change a fact."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pickle
 
 import pytest
 
-from conftest import make_installed
+from conftest import make_installed, make_tree
 
 from cuaudit.config import Config
 from cuaudit.engine import Facts, Pickled, gather
@@ -71,6 +71,39 @@ def test_cached_and_parallel_facts_equal_uncached_ones_and_stay_pickled_until_re
     # read from the cache's bundle: still pickled until a rule asks
     pickled = [k for k in warm_raw.keys() if type(dict.__getitem__(warm_raw, k)) is Pickled]
     assert {k[2] for k in pickled} == set(LAZY) and len(pickled) == len(uncached)
+
+
+def test_every_fact_from_the_workers_and_the_cache_stays_pickled_until_read(tmp_path):
+    # facts extracted up front (a tree's module imports and CU4xx facts), not only the on-demand ones:
+    # the pool's thread hands the parent bytes, and the cache stores them without pickling again
+    tree = make_tree(tmp_path / "t", FILES)
+    up_front = ("module_imports", "promotion_source")
+    serial = gather([str(tree)], config=Config(cache=False, jobs=1), extractors=up_front).extraction
+    expected = {k: serial.facts.get(k) for k in list(serial.facts.keys())}
+    serial.close()
+    assert {k[2] for k in expected} == set(up_front) and len(expected) >= len(FILES)
+    config = Config(cache=True, cache_dir=str(tmp_path / "cache"), jobs=2)
+    for run in ("cold, in forked workers", "from the cache"):
+        got = gather([str(tree)], config=config, extractors=up_front).extraction
+        raw = got.facts
+        kept = {k: dict.__getitem__(raw, k) for k in list(raw.keys())}
+        assert all(type(v) is Pickled for v in kept.values()), run  # nothing decoded yet
+        assert {k: raw.get(k) for k in kept} == expected, run  # and each decodes to the same fact
+        assert (got.extracted, got.cached) == ((len(expected), 0) if run.startswith("cold") else (0, len(expected))), run
+        got.close()
+
+
+def test_a_fact_that_does_not_pickle_is_kept_as_it_is():
+    from cuaudit.engine import _pickled
+
+    class Odd:
+        def __reduce__(self):
+            raise TypeError("no")
+
+    odd = Odd()
+    assert _pickled(odd) is odd and _pickled(None) is None
+    kept = _pickled({"a": 1})
+    assert type(kept) is Pickled and _pickled(kept) is kept and pickle.loads(kept) == {"a": 1}
 
 
 def test_gc_paused_restores_the_collector_and_freezes_what_was_built():
@@ -145,7 +178,7 @@ def test_without_a_cache_no_fact_is_pickled_for_a_bundle(tmp_path, monkeypatch):
     tree = make_tree(tmp_path / "t", FILES)
     pickled: list[str] = []
     real = engine._pickled
-    monkeypatch.setattr(engine, "_pickled", lambda name, value: pickled.append(name) or real(name, value))
+    monkeypatch.setattr(engine, "_pickled", lambda value: pickled.append(type(value).__name__) or real(value))
     gather([str(tree)], config=Config(cache=False, jobs=1), extractors=LAZY).extraction.close()
     assert pickled == []
     # the same audit with a cache pickles its bundle: the spy sees what the first run did not do

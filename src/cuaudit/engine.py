@@ -327,9 +327,9 @@ def _extract_forked(i: int, tasks: list[tuple[Member, tuple[str, ...]]], cas: st
             if key.startswith("_h_"):
                 setattr(art, key, None)
         art._forked_in = os.getpid()  # type: ignore[attr-defined]
-    # facts decoded lazily travel as their pickle: the parent stores them without decoding
+    # facts travel as their pickle: the parent stores them, and decodes one only where it is read
     results = _extract_group(art, tasks, cas, keep_cas=True)
-    return Results([(path, name, ok, _pickled(name, value) if ok else value) for path, name, ok, value in results],
+    return Results([(path, name, ok, _pickled(value) if ok else value) for path, name, ok, value in results],
                    results.content)
 
 
@@ -381,25 +381,38 @@ def _resolved(store: FactStore, bundles: Iterable[dict[str, Any]]) -> None:
 
 
 class Pickled(bytes):
-    """A fact kept as its pickle until something reads it (:attr:`Extractor.decoded_lazily`)."""
+    """A fact kept as its pickle until something reads it (``Facts.get`` decodes it).
+
+    Every fact a worker extracts travels back as its pickle, made there, and stays so in the
+    parent: the worker pool's thread then hands the parent bytes instead of building objects
+    under the interpreter's lock while the parent computes (the import verdicts), the cache and
+    the bundles store those bytes as they are instead of pickling each fact again, and a fact
+    no rule reads is never decoded.  (Only the import-time programs and Python-source facts
+    were kept so until the tenth session.  Every fact so: the parent's peak 450 -> 423 MB on the
+    88-distribution environment, 946 -> 883 MB on the GPU machine's; the cold runs' times did
+    not move beyond noise, and a facts-cached run decodes its facts one at a time, 2.5 % slower.)"""
 
 
-def _pickled(name: str, value: Any) -> Any:
+def _pickled(value: Any) -> Any:
+    """``value`` as its :class:`Pickled` pickle; as it is when it is None, a problem, already
+    pickled, or does not pickle (an extractor's bug: then used, and never cached)."""
     if value is None or type(value) is Pickled or isinstance(value, (facts_registry.WithProblems, CachedFailure)):
-        return value
-    if not facts_registry.get(name).decoded_lazily:
         return value
     import pickle
 
-    return Pickled(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    try:
+        return Pickled(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception:  # noqa: BLE001 - FactStore.put_many skips it as it always did
+        return value
 
 
 class Facts(dict):
     """(artifact index, member path, extractor) -> fact; a :class:`Pickled` one is decoded when read.
 
-    The import-time programs of an environment are two thirds of its cached facts
-    (158 of 243 MB on the 88-distribution accuracy-venv), and the model reads the
-    programs of the modules an import reaches, not all of them.
+    Facts from the workers, the cache and the bundles arrive pickled (:class:`Pickled`) and
+    are decoded one by one as rules read them: the import-time programs of an environment are
+    two thirds of its cached facts (158 of 243 MB on the 88-distribution accuracy-venv), and
+    the model reads the programs of the modules an import reaches, not all of them.
 
     Facts of on-demand extractors (:attr:`Extractor.on_demand`) are ``pending`` until
     read: the first read extracts it (``load``: the fact cache, else the extractor),
@@ -780,19 +793,17 @@ class Extraction:
     def _bundle_up(self, per_art, bundles, bundle_keys, keys, cached, new) -> None:
         """Store the new facts, with a bundle for each artifact that had none once every fact of theirs is known."""
         known = {**cached, **dict(new)}
-        name_of = {k: n for (_i, _p, n), k in keys.items()}
         # a fact of a member read whole is kept by its content (a new venv of the same packages
         # finds it), the rest by identity; every artifact's bundle, by identity, is read first
         by_digest = self._by_digest
         stored = {k: by_digest.pop(k) for k, _v in new if k in by_digest}
         found = self._found_by_content
         # a row by content is what a bundle's entry resolves to: held pickled, as a bundle's own values
-        # are (a fact decoded lazily stays so when read through it); one found by content is there
-        rows = [(stored[k], _pickled(name_of[k], v)) if k in stored else (k, v) for k, v in new if k not in found]
+        # are (a fact stays so when read through it); one found by content is there
+        rows = [(stored[k], _pickled(v)) if k in stored else (k, v) for k, v in new if k not in found]
         for i, ks in per_art.items():
             if not isinstance(bundles.get(bundle_keys[i]), dict) and all(k in known for k in ks):
-                rows.append((bundle_keys[i], {k: ByContent(stored[k]) if k in stored else _pickled(name_of[k], known[k])
-                                              for k in ks}))
+                rows.append((bundle_keys[i], {k: ByContent(stored[k]) if k in stored else _pickled(known[k]) for k in ks}))
         self.store.put_many(rows)
 
     # -- facts read on demand ------------------------------------------------------------------
@@ -856,11 +867,11 @@ class Extraction:
         """Put facts extracted on demand (``new``, by cache key) into their artifacts' bundles."""
         if not self.store.keeps:
             return
-        owner = {k: (i, n) for (i, _p, n), k in keys.items()}
+        owner = {k: i for (i, _p, _n), k in keys.items()}
         for k, value in new:
-            i, name = owner[k]
+            i = owner[k]
             bundle = self._bundle(self._artifacts[i], "facts")
-            bundle.values[k] = pickled = _pickled(name, value)
+            bundle.values[k] = pickled = _pickled(value)
             bundle.dirty = True
             digest_key = self._by_digest.pop(k, None)
             if digest_key is not None:

@@ -225,10 +225,6 @@ class Extractor:
     version: ClassVar[int] = 1
     #: probe extractors import or run audited code; only with --probe
     probe: ClassVar[bool] = False
-    #: large facts that analyses read for some members only (the import-time program of the
-    #: modules an import reaches): kept as their pickle after extraction or the cache, and
-    #: decoded when first read (``engine.Facts``)
-    decoded_lazily: ClassVar[bool] = False
     #: facts that rules and analyses read for some members only (a module's program, its
     #: bindings and imports: what an import reaches): not extracted up front, but when first
     #: read, or in batches a rule asks for (``engine.Facts``, ``RuleContext.prefetch``). Its

@@ -255,7 +255,6 @@ class ImportTimeExtractor(Extractor):
     """The import-time program of a Python module (order, conditions, calls, swaps)."""
 
     name = "import_time"
-    decoded_lazily = True
     on_demand = True
     version = 10  # 10: function bodies pickled apart, decoded when read; 9: computed names read in loops over literals; 8: globals().update(<module>.__dict__), computed module names with classes and values; 7: try blocks, failed-import guards, __getattr__ delegates, call keywords
 

@@ -191,7 +191,6 @@ class PythonSourceExtractor(Extractor):
     """Module-level bindings, imports, ``__getattr__``, lazy tables and attribute chains."""
 
     name = "python_source"
-    decoded_lazily = True
     on_demand = True
     version = 10  # 10: a __getattr__ may forward to a dotted module path
 
