@@ -256,3 +256,22 @@ def test_facts_found_by_content_are_named_not_stored_again(tmp_path, jobs):
     third = audit([copy], config=conf, command="explain")
     assert third.stats["facts_extracted"] == 0 and third.stats["facts_by_content"] == 0
     assert _findings(third, tmp_path / "two") == _findings(first, site)
+
+
+
+def test_facts_kept_by_content_are_written_a_slice_at_a_time_in_order_and_none_lost(tmp_path):
+    # a walk writes them while no chunk is back, a slice at a time (engine.Extraction.walk); the
+    # rest is written when the audit ends (Extraction.flush)
+    from cuaudit.engine import Extraction, Pickled
+
+    ex = Extraction(Config(cache_dir=str(tmp_path / "cache"), jobs=1), None)
+    rows = [(f"1:test:fact:1:sha256:{i:02d}", Pickled(repr(i).encode())) for i in range(5)]
+    ex._loose = list(rows)
+    ex._write_loose(2)
+    assert ex._loose == rows[2:]  # the first two written, the rest kept in order
+    assert set(ex.store.get_many([k for k, _ in rows])) == {k for k, _ in rows[:2]}
+    ex._write_loose(10)  # more than there are: all of them
+    assert ex._loose == []
+    ex._loose = [(f"1:test:fact:1:sha256:{i:02d}", Pickled(b"x")) for i in range(5, 8)]
+    ex.close()  # the end of an audit writes what is left
+    assert len(ex.store.get_many([f"1:test:fact:1:sha256:{i:02d}" for i in range(8)])) == 8

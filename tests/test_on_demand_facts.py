@@ -426,7 +426,8 @@ def test_an_open_bundle_drops_the_facts_of_members_changed_since(tmp_path):
 
 def test_a_walk_writes_the_facts_it_reads_while_the_workers_extract(tmp_path, monkeypatch):
     # an import chain walked level by level in the workers: what came back is kept and written
-    # while the parent waits on the next chunks, not all at once when the walk ends (the parent
+    # while the parent waits on the next chunks (while none is back: engine._LOOSE_SLICE at a
+    # time), not all at once when the walk ends (the parent
     # then computes the verdicts alone: on the H200, 1.2 s of writing in front of them)
     import cuaudit.engine as engine
 
@@ -445,10 +446,10 @@ def test_a_walk_writes_the_facts_it_reads_while_the_workers_extract(tmp_path, mo
         finally:
             walking[0] = False
 
-    def spied_write(self):
+    def spied_write(self, most=None):
         if walking[0] and self._loose:
             written.append(len(self._loose))
-        return write(self)
+        return write(self, most)
 
     monkeypatch.setattr(engine.Extraction, "walk", spied_walk)
     monkeypatch.setattr(engine.Extraction, "_write_loose", spied_write)

@@ -178,6 +178,8 @@ def _extract_group(artifact: Artifact, tasks: list[tuple[Member, tuple[str, ...]
 
 #: facts read on demand, by content, written once this many are kept (``Extraction._keep``)
 _LOOSE_BATCH = 2048
+#: how many of them a walk writes at a time while no chunk is back (``Extraction.walk``)
+_LOOSE_SLICE = 256
 #: the worker's own connection to the fact cache (process id, folder, store): opened after the fork
 _CONTENT_STORE: tuple[int, str, FactStore] | None = None
 #: bytes of a chunk's members held between hashing and extracting them (more are read again)
@@ -863,8 +865,10 @@ class Extraction:
                 todo.setdefault(i, {}).setdefault(path, (member, []))[1].append(name)
         return {i: [(m, tuple(names)) for m, names in by_path.values()] for i, by_path in todo.items()}
 
-    def _keep(self, new: list[tuple[str, Any]], keys: dict[tuple[int, str, str], str]) -> None:
-        """Put facts extracted on demand (``new``, by cache key) into their artifacts' bundles."""
+    def _keep(self, new: list[tuple[str, Any]], keys: dict[tuple[int, str, str], str], *, write: bool = True) -> None:
+        """Put facts extracted on demand (``new``, by cache key) into their artifacts' bundles
+        (``write``: and write those kept by content once there are enough; a walk writes them
+        itself, while it waits)."""
         if not self.store.keeps:
             return
         owner = {k: i for (i, _p, _n), k in keys.items()}
@@ -878,16 +882,20 @@ class Extraction:
                 if k not in self._found_by_content:
                     self._loose.append((digest_key, pickled))
                 bundle.rows[k] = digest_key
-        if len(self._loose) >= _LOOSE_BATCH:
+        if write and len(self._loose) >= _LOOSE_BATCH:
             # written as they come, while the workers extract (the parent mostly waits on them
             # then), not all at the end of the audit: half a second of its tail on 2 cores
             self._write_loose()
             self.store.close()  # no SQLite connection crosses a fork (see run)
 
-    def _write_loose(self) -> None:
-        """Write the facts read on demand kept for their keys by content (``_loose``)."""
+    def _write_loose(self, most: int | None = None) -> None:
+        """Write the facts read on demand kept for their keys by content (``_loose``): all of
+        them, or the ``most`` kept first."""
         if self._loose:
-            loose, self._loose = self._loose, []
+            if most is None or most >= len(self._loose):
+                loose, self._loose = self._loose, []
+            else:
+                loose, self._loose = self._loose[:most], self._loose[most:]
             self.store.put_many(loose)
 
     def on_demand(self, artifact: Artifact, member: Member, name: str) -> Any:
@@ -1217,10 +1225,15 @@ class Extraction:
                         continue
                     self.feed()  # the later stages of the up-front extraction, a few at a time
                     if len(new) >= _LOOSE_BATCH and self.store.keeps:
-                        # kept (and written) while the workers extract what was sent, not all at the end
-                        # of the walk: on the H200 that was 1.2 s of the parent alone before its verdicts
-                        self._keep(new, keys)
+                        self._keep(new, keys, write=False)  # into the bundles, a batch at a time
                         new.clear()
+                    # what is kept by content is written while no chunk is back, a slice at a time:
+                    # written in batches as they filled, it held back the following of what had
+                    # come (17 batches, 2 s of the H200's walk, with workers idle meanwhile)
+                    while self._loose and self.store.keeps:
+                        if wait_for(list(inflight), timeout=0, return_when=FIRST_COMPLETED)[0]:
+                            break
+                        self._write_loose(_LOOSE_SLICE)
                     done, _ = wait_for(list(inflight), return_when=FIRST_COMPLETED)
                     for fut in sorted(done, key=lambda f: inflight[f][0]):
                         _n, i, chunk = inflight.pop(fut)
@@ -1234,7 +1247,7 @@ class Extraction:
             raise
         finally:
             _FORKED = None  # noqa: F841 - see _submitter
-            self._keep(new, keys)
+            self._keep(new, keys, write=False)  # what is left is written when the audit next waits, or at its end
         self._send_later()
 
     # -- facts named ahead ------------------------------------------------------------------
