@@ -258,7 +258,6 @@ def test_facts_found_by_content_are_named_not_stored_again(tmp_path, jobs):
     assert _findings(third, tmp_path / "two") == _findings(first, site)
 
 
-
 def test_facts_kept_by_content_are_written_a_slice_at_a_time_in_order_and_none_lost(tmp_path):
     # a walk writes them while no chunk is back, a slice at a time (engine.Extraction.walk); the
     # rest is written when the audit ends (Extraction.flush)

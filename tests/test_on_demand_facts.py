@@ -426,9 +426,9 @@ def test_an_open_bundle_drops_the_facts_of_members_changed_since(tmp_path):
 
 def test_a_walk_writes_the_facts_it_reads_while_the_workers_extract(tmp_path, monkeypatch):
     # an import chain walked level by level in the workers: what came back is kept and written
-    # while the parent waits on the next chunks (while none is back: engine._LOOSE_SLICE at a
-    # time), not all at once when the walk ends (the parent
-    # then computes the verdicts alone: on the H200, 1.2 s of writing in front of them)
+    # while the parent waits on the next chunks (while none is back, engine._LOOSE_SLICE at a
+    # time), not all at once when the walk ends (the parent then computes the verdicts alone:
+    # on the H200, 1.2 s of writing in front of them)
     import cuaudit.engine as engine
 
     files = {"pkg/__init__.py": "from . import m0\n", "pkg/m60.py": "Y = 1\n",

@@ -761,10 +761,7 @@ class Extraction:
                 cached.update(bundles[bk])
         rest = {k for i, ks in per_art.items() if not isinstance(bundles.get(bundle_keys[i]), dict) for k in ks}
         cached.update(self.store.get_many(rest))
-        # No SQLite connection may cross a fork (a child closing it releases the
-        # parent's file locks); it is reopened for put_many.
-        self.store.close()
-        self._machine_store.close()
+        self._close_stores()
         todo: dict[int, list[tuple[Member, tuple[str, ...]]]] = {}
         for i, m, names in pending:
             missing = []
@@ -822,8 +819,7 @@ class Extraction:
         if not tasks:
             return
         self.feed()
-        self.store.close()  # no SQLite connection crosses a fork (see run)
-        self._machine_store.close()
+        self._close_stores()
         new: list[tuple[str, Any]] = []
         try:
             self._extract(self._artifacts, tasks, keys, new, sum(len(v) for v in tasks.values()),
@@ -886,7 +882,7 @@ class Extraction:
             # written as they come, while the workers extract (the parent mostly waits on them
             # then), not all at the end of the audit: half a second of its tail on 2 cores
             self._write_loose()
-            self.store.close()  # no SQLite connection crosses a fork (see run)
+            self.store.close()  # no SQLite connection crosses a fork (see _close_stores)
 
     def _write_loose(self, most: int | None = None) -> None:
         """Write the facts read on demand kept for their keys by content (``_loose``): all of
@@ -971,6 +967,13 @@ class Extraction:
         give_back_free_memory()  # the bundles are pickled next: the peak of a cold audit
         self.flush()
         self.store.close()
+
+    def _close_stores(self) -> None:
+        """Close both fact caches' connections before workers may fork: no SQLite connection
+        crosses a fork (a child closing it releases the parent's file locks).  The next read or
+        write reopens them."""
+        self.store.close()
+        self._machine_store.close()
 
     def stop_workers(self) -> None:
         """End the worker pool, if one runs (idempotent: every way out of an audit calls it)."""
@@ -1206,8 +1209,7 @@ class Extraction:
                     if queued and len(inflight) < 2 * jobs:
                         # two chunks a worker: one running, one waiting, and what arrives meanwhile
                         # joins the next chunks instead of waiting for a level to end
-                        self.store.close()  # no SQLite connection crosses a fork (see run)
-                        self._machine_store.close()
+                        self._close_stores()
                         submit = self._submitter(artifacts, jobs, 2 * jobs)
                         size = max(1, min(64, -(-queued // (2 * jobs))))
                         while queue and len(inflight) < 2 * jobs:
@@ -1230,9 +1232,7 @@ class Extraction:
                     # what is kept by content is written while no chunk is back, a slice at a time:
                     # written in batches as they filled, it held back the following of what had
                     # come (17 batches, 2 s of the H200's walk, with workers idle meanwhile)
-                    while self._loose and self.store.keeps:
-                        if wait_for(list(inflight), timeout=0, return_when=FIRST_COMPLETED)[0]:
-                            break
+                    while self._loose and self.store.keeps and not any(f.done() for f in inflight):
                         self._write_loose(_LOOSE_SLICE)
                     done, _ = wait_for(list(inflight), return_when=FIRST_COMPLETED)
                     for fut in sorted(done, key=lambda f: inflight[f][0]):
@@ -1269,8 +1269,7 @@ class Extraction:
         groups = [(i, chunk) for i, t in tasks.items() for chunk in _chunks(t)]
         if not groups:
             return
-        self.store.close()  # no SQLite connection crosses a fork (see run)
-        self._machine_store.close()
+        self._close_stores()
         try:
             submit = self._submitter(self._artifacts, self.config.jobs or _usable_cpus(), len(groups))
             # the costliest first, as any batch (see _extract)

@@ -142,6 +142,7 @@ class FactStore:
                 pass
 
     def close(self) -> None:
+        """Close the connection (the next read or write opens it again)."""
         if self._db is not None:
             self._db.close()
             self._db = None
