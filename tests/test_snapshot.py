@@ -306,6 +306,40 @@ def test_distributions_without_a_stat_key_are_listed_for_the_snapshot(env):
     assert _json(again) == _json(_uncached(env))
 
 
+def test_a_listing_after_its_key_stats_each_file_once_and_lists_the_same_members(env, monkeypatch):
+    """The snapshot's content (``listing_key``) and the listing that follows a miss share one ``stat``
+    of each RECORD path: the members are those a listing alone finds, with the keys the content holds."""
+    import cuaudit.inputs.environment as environment
+    from cuaudit.inputs.environment import load_environment
+
+    def listed(dist):
+        return [(m.path, m.kind, m.size, m.content_key) for m in dist.list_members()]
+
+    alone = {d.ref.name: listed(d) for d in load_environment(env["python"]).distributions}
+    calls: list[str] = []
+    real_stat = os.stat
+
+    def counting(path, *args, **kwargs):
+        calls.append(os.fsdecode(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(environment.os, "stat", counting)
+    for dist in load_environment(env["python"]).distributions:
+        if dist.ref.name not in ("trap", "fine"):
+            continue
+        calls.clear()
+        key = dist.listing_key()
+        assert key is not None
+        members = listed(dist)
+        assert members == alone[dist.ref.name]
+        record = [p for p in dist.record if not p.endswith(".pyc")]
+        assert sorted(c for c in calls if not os.path.isabs(c)) == sorted(record)  # each once, by the key
+        # none again by the listing (the RECORD's own stat says which RECORD the key was made of)
+        assert {c for c in calls if os.path.isabs(c)} <= {os.path.join(dist.meta_dir, "RECORD")}
+        # every member's key is the identity the snapshot's content was made of
+        assert all(m[3].split(":", 1)[1].rsplit(":", 1)[0] in key[0] for m in members)
+
+
 def test_bytecode_written_by_an_import_keeps_the_snapshot(env):
     """RECORD may list ``__pycache__`` files: never members, never stat'ed, so importing the package keeps the key."""
     record = env["site"] / "fine-1.0.dist-info" / "RECORD"

@@ -74,7 +74,12 @@ def stat_key(st: os.stat_result, path: str = "") -> str:
     ``path`` (the member's path) keeps hard links of one inode apart, since
     facts may record where a file is.
     """
-    return f"stat:{file_identity(st)}:{key_text(path)}"
+    return identity_key(file_identity(st), path)
+
+
+def identity_key(identity: str, path: str = "") -> str:
+    """:func:`stat_key` from a :func:`file_identity` already in hand."""
+    return f"stat:{identity}:{key_text(path)}"
 
 
 def read_regular(path: str, limit: int = 1 << 20) -> bytes | None:

@@ -20,7 +20,7 @@ import sys
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, Iterator
 
-from cuaudit.inputs.artifact import Artifact, classify, read_regular, stat_key
+from cuaudit.inputs.artifact import Artifact, classify, identity_key, read_regular, stat_key
 from cuaudit.inputs.budgets import budget
 from cuaudit.inputs.identity import file_identity
 from cuaudit.inputs.process import BoundExceeded, run_bounded
@@ -338,6 +338,10 @@ class InstalledDistribution(Artifact):
             self._unreadable(exc)
         #: member path -> file outside the site dir (sources of an editable install)
         self._outside: dict[str, str] = {}
+        #: what :meth:`listing_key` found of each RECORD path ((path, mode, size, identity), None where
+        #: it is gone), for the listing that follows it: each file is ``stat``'ed once per audit, and
+        #: the members' keys are those the snapshot's content was made of
+        self._stats: list[tuple[str, int, int, str] | None] | None = None
 
     @property
     def record(self) -> list[str] | None:
@@ -443,19 +447,23 @@ class InstalledDistribution(Artifact):
             # No RECORD (egg-info, some conda packages): the metadata folder and top-level packages.
             files = self._files_without_record()
         members: list[Member] = []
-        prefix = site if site.endswith(os.sep) else site + os.sep
-        for norm in _site_paths(files):
-            full = prefix + norm
+        stats, self._stats = self._stats, None
+        if stats is None:
+            paths = _site_paths(files)
             try:
-                st = os.stat(full)
-            except OSError:
+                stats = list(_stat_all(site, paths))
+            except OSError:  # the site dir itself cannot be opened: none of its files can be read
+                stats = [(norm, None) for norm in paths]
+        for norm, got in stats:
+            if got is None:
                 self.skip(norm, "listed in RECORD but missing on disk")
                 continue
-            if not stat.S_ISREG(st.st_mode):
+            mode, size, identity = got
+            if not stat.S_ISREG(mode):
                 # a FIFO or device where a file should be: opening it could block forever
                 self.skip(norm, "not a regular file; not read")
                 continue
-            members.append(Member(norm, classify(norm), st.st_size, stat_key(st, norm)))
+            members.append(Member(norm, classify(norm), size, identity_key(identity, norm)))
         if not any(m.path.startswith(rel_meta + "/") for m in members):
             for name in ("METADATA", "PKG-INFO"):
                 full = os.path.join(self.meta_dir, name)
@@ -496,24 +504,21 @@ class InstalledDistribution(Artifact):
         out = [self.meta_dir, record, repr(self.problems)]
         put = out.append
         try:
-            # the paths are relative and never leave the site dir (_site_paths): stat'ed from it, the
-            # kernel walks only their own parts, not the site dir's every time (a sixth of the stat time)
-            site = os.open(self.ref.path, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+            stats = list(_stat_all(self.ref.path, paths))
         except OSError:
             return None
-        try:
-            for norm in paths:
-                try:
-                    st = os.stat(norm, dir_fd=site)
-                except OSError:
-                    put(f"{norm}\0-")
-                    continue
-                if not has_meta and norm.startswith(meta) and stat.S_ISREG(st.st_mode):
-                    has_meta = True
-                put(f"{norm}\0{st.st_mode}:{file_identity(st)}")
-        finally:
-            os.close(site)
-        return ("\n".join(out), (record, by_names, paths)) if has_meta else None
+        for norm, got in stats:
+            if got is None:
+                put(f"{norm}\0-")
+                continue
+            mode, _size, identity = got
+            if not has_meta and norm.startswith(meta) and stat.S_ISREG(mode):
+                has_meta = True
+            put(f"{norm}\0{mode}:{identity}")
+        if not has_meta:
+            return None
+        self._stats = stats
+        return "\n".join(out), (record, by_names, paths)
 
     def _files_without_record(self) -> list[str]:
         site = self.ref.path
@@ -531,6 +536,25 @@ class InstalledDistribution(Artifact):
     def fs_path(self, path: str) -> str:
         outside = self._outside.get(path)
         return outside if outside is not None else os.path.join(self.ref.path, *path.split("/"))
+
+
+def _stat_all(site: str, paths: list[str]) -> Iterator[tuple[str, tuple[int, int, str] | None]]:
+    """(path, (mode, size, :func:`~cuaudit.inputs.identity.file_identity`)) of each relative path of the
+    site dir, None for one that cannot be ``stat``'ed; OSError if the site dir cannot be opened.
+
+    The paths are relative and never leave the site dir (:func:`_site_paths`): ``stat``'ed from it,
+    the kernel walks only their own parts, not the site dir's every time (a sixth of the time)."""
+    fd = os.open(site, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        for norm in paths:
+            try:
+                st = os.stat(norm, dir_fd=fd)
+            except OSError:
+                yield norm, None
+                continue
+            yield norm, (st.st_mode, st.st_size, file_identity(st))
+    finally:
+        os.close(fd)
 
 
 def _editable_names(files: list[str]) -> bool:
