@@ -29,7 +29,7 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "cuaudit"
 STAGES = ["model", "config", "inputs", "formats", "facts", "analysis", "context", "rules", "finish", "engine",
           "report", "commands", "cli"]
 PLACE = {name: float(i) for i, name in enumerate(STAGES)}
-PLACE.update({"heap": -1, "codecache": -1, "compat": -1, "discovery": -1, "store": -1, "data": -1, "progress": -1, "escape": -1, "requirement": -1, "names": -1, "baseline": PLACE["finish"], "probe": PLACE["engine"], "snapshot": PLACE["engine"],
+PLACE.update({"heap": -1, "forked": -1, "codecache": -1, "compat": -1, "discovery": -1, "store": -1, "data": -1, "progress": -1, "escape": -1, "requirement": -1, "names": -1, "baseline": PLACE["finish"], "probe": PLACE["engine"], "snapshot": PLACE["engine"],
               "trace": PLACE["report"], "repair": PLACE["report"], "explain": PLACE["report"], "survey": PLACE["report"],
               "__main__": PLACE["cli"]})
 
@@ -168,7 +168,8 @@ def test_rules_open_no_file_store_or_process():
 
 #: Where a process may be started: the one bounded runner (process group, deadline, output cap),
 #: and the engine's worker pool (forks of cuaudit itself, running cuaudit's code on members).
-PROCESS_STARTERS = {"inputs/process.py": "the bounded runner", "engine.py": "multiprocessing worker pool"}
+PROCESS_STARTERS = {"inputs/process.py": "the bounded runner", "engine.py": "multiprocessing worker pool",
+                    "forked.py": "a fork of the audit itself, which runs no program (engine._RuleRun)"}
 _PROCESS_MODULES = {"subprocess", "multiprocessing", "pty", "concurrent.futures.process"}
 _OS_CALLS = re.compile(r"^(system|popen|fork|forkpty|exec\w*|spawn\w*|posix_spawnp?)$")
 

@@ -34,7 +34,7 @@ from cuaudit.model import (
     ProbeRecord,
 )
 from cuaudit.probe import Prober
-from cuaudit import snapshot
+from cuaudit import forked, snapshot
 from cuaudit.heap import fewer_full_collections, gc_paused, give_back_free_memory
 from cuaudit.store import FactStore, content_digest, default_cache_dir
 
@@ -175,6 +175,9 @@ def _extract_group(artifact: Artifact, tasks: list[tuple[Member, tuple[str, ...]
 # the next miss by identity finds them there without parsing anything.  Members read only in part
 # (a library's dynamic section, a fat binary streamed once) are not hashed: reading them whole
 # would cost more than their facts.
+
+#: how a key taken since a fork was counted (``Extraction.took``)
+_EXTRACTED, _CACHED, _BY_CONTENT = 0, 1, 2
 
 #: facts read on demand, by content, written once this many are kept (``Extraction._keep``)
 _LOOSE_BATCH = 2048
@@ -715,6 +718,13 @@ class Extraction:
         self._feeder: _Feeder | None = None
         #: the interpreter's switch interval before the worker pool started (see POOL_SWITCH_INTERVAL)
         self._switch_interval: float | None = None
+        #: called at the end of every walk (``_RuleRun`` forks a family there: see :meth:`become_child`)
+        self.after_walk: Callable[[], None] | None = None
+        #: whether this is a forked child (:meth:`become_child`), which writes nothing
+        self._child = False
+        #: since a fork (in the child and in the parent): each key taken and how it was counted, so that
+        #: a key both took (a fact that comes along with another) is counted once (:meth:`absorb`)
+        self.took: dict[tuple[int, str, str], int] | None = None
 
     def run(self, artifacts: Sequence[Artifact], wanted: Callable[[Member], tuple[str, ...]], *,
             stage: Callable[[tuple[str, ...]], int] | None = None, ready: Callable[[int], None] | None = None) -> None:
@@ -852,6 +862,8 @@ class Extraction:
             bundle.used.add(k)
             if k in bundle.values:
                 self.cached += 1
+                if self.took is not None:
+                    self.took[key] = _CACHED
                 value = bundle.values[k]
                 if isinstance(value, CachedFailure):
                     self._accept(artifacts, i, path, name, False, (value.code, value.message, dict(value.evidence)), None)
@@ -887,12 +899,99 @@ class Extraction:
     def _write_loose(self, most: int | None = None) -> None:
         """Write the facts read on demand kept for their keys by content (``_loose``): all of
         them, or the ``most`` kept first."""
-        if self._loose:
+        if self._loose and not self._child:  # a forked child writes nothing: the parent does (child_delta)
             if most is None or most >= len(self._loose):
                 loose, self._loose = self._loose, []
             else:
                 loose, self._loose = self._loose[:most], self._loose[most:]
             self.store.put_many(loose)
+
+    # -- a forked child (see _RuleRun) ----------------------------------------------------------
+    def become_child(self) -> dict[str, Any]:
+        """Turn this extraction, in a process just forked from the audit's, into one that extracts
+        what it reads here, one member at a time, and writes nothing: the worker pool, the stages
+        held back and what was sent to the workers are the parent's (a key in flight there is
+        pending again here).  Returns what :meth:`child_delta` compares with."""
+        self._pool_kept, self._pool, self._pool_artifacts, self._feeder = self._pool, None, [], None
+        self._switch_interval = None
+        import dataclasses
+
+        self.config = dataclasses.replace(self.config, jobs=1)
+        self.keep_workers = False
+        facts = self.facts
+        for _fut, i, chunk, _held in self._sent:
+            for m, names in chunk:
+                for n in names:
+                    if (i, m.path, n) in facts.inflight:
+                        facts.pending[(i, m.path, n)] = m
+        self._sent, self._sent_keys, self._later = [], {}, {}
+        facts.inflight.clear()
+        self._child, self.took = True, {}
+        return {
+            "counts": self._counts(),
+            "problems": {slot: id(self.problems[at]) for slot, at in self._problem_at.items()},
+            "bundles": {bk: (set(b.values), set(b.used), set(b.rows)) for bk, b in self._bundles.items()},
+            "loose": len(self._loose),
+        }
+
+    def workers_busy(self) -> bool:
+        """Whether the workers have work sent or still to send: facts in flight, stages coming or held back."""
+        feeder = self._feeder
+        return bool(self.facts.inflight or self.facts.coming or self._sent or (feeder is not None and feeder.held))
+
+    def _counts(self) -> tuple[int, int, int, int, int]:
+        return self.extracted, self.cached, self.by_content, self.evidence_extracted, self.evidence_cached
+
+    def child_delta(self, baseline: dict[str, Any]) -> dict[str, Any]:
+        """What this child read and extracted since :meth:`become_child`, for the parent's
+        :meth:`absorb`: the counts, the keys taken, the problems met, the open bundles' new values
+        and the facts kept by content."""
+        counts = [now - then for now, then in zip(self._counts(), baseline["counts"])]
+        before = baseline["problems"]
+        problems = [(slot, self.problems[at]) for slot, at in self._problem_at.items()
+                    if before.get(slot) != id(self.problems[at])]
+        bundles = []
+        for (kind, ref), b in self._bundles.items():
+            values, used, rows = baseline["bundles"].get((kind, ref), (set(), set(), set()))
+            new = {k: v for k, v in b.values.items() if k not in values}
+            if new or b.used - used:
+                bundles.append((kind, ref, new, b.used - used, {k: r for k, r in b.rows.items() if k not in rows}))
+        return {"counts": counts, "took": self.took or {}, "problems": problems, "bundles": bundles,
+                "loose": self._loose[baseline["loose"]:]}
+
+    def absorb(self, delta: dict[str, Any], artifacts: Iterable[Artifact] = ()) -> None:
+        """Take in a child's :meth:`child_delta`: its counts, problems, new bundle values (written with
+        the parent's at :meth:`flush`) and facts kept by content.  ``artifacts``: the evidence inputs
+        (the audited artifacts are this extraction's) whose bundles the child may have opened.
+        A key both took (since the fork: :attr:`took`) is counted once: a key the parent's workers
+        were extracting when it forked, or one that came along with another fact in both."""
+        counts = list(delta["counts"])
+        mine = self.took or {}
+        for key, how in delta["took"].items():
+            if key in mine:
+                counts[0 if how == _EXTRACTED else 1] -= 1
+                counts[2] -= how == _BY_CONTENT
+        self.took = None
+        self.extracted, self.cached, self.by_content, self.evidence_extracted, self.evidence_cached = (
+            a + b for a, b in zip(self._counts(), counts))
+        for slot, finding in delta["problems"]:
+            at = self._problem_at.get(slot)
+            if at is None:
+                self._problem_at[slot] = len(self.problems)
+                self.problems.append(finding)
+            elif self.problems[at].location.line is None and finding.location.line is not None:
+                self.problems[at] = finding
+        by_ref = {a.ref: a for a in [*self._artifacts, *artifacts]}
+        for kind, ref, new, used, rows in delta["bundles"]:
+            art = by_ref.get(ref)
+            if art is None:
+                continue  # an input the parent does not know: its facts are read again next time
+            bundle = self._bundle(art, kind)
+            bundle.values.update(new)
+            bundle.used |= used
+            bundle.rows.update(rows)
+            bundle.dirty = bundle.dirty or bool(new)
+        self._loose += delta["loose"]
 
     def on_demand(self, artifact: Artifact, member: Member, name: str) -> Any:
         """One fact of an evidence member: from the cache, or extracted now, here.
@@ -1249,6 +1348,8 @@ class Extraction:
             _FORKED = None  # noqa: F841 - see _submitter
             self._keep(new, keys, write=False)  # what is left is written when the audit next waits, or at its end
         self._send_later()
+        if self.after_walk is not None:
+            self.after_walk()
 
     # -- facts named ahead ------------------------------------------------------------------
     def ahead(self, wanted: list[tuple[int, str, str]]) -> None:
@@ -1329,18 +1430,23 @@ class Extraction:
         if content:
             # stored by content rather than by identity (see _bundle_up, _keep)
             self._by_digest.update((keys[(i, path, name)], k) for (path, name), k in content.items() if (i, path, name) in keys)
+        took = self.took
         for path, name, ok, value in results:
             if ok == REUSED:  # found by content (see _ByContent): its bundle names the row it came from
                 if content and (path, name) in content and (i, path, name) in keys:
                     self._found_by_content.add(keys[(i, path, name)])
                 self.cached += 1
                 self.by_content += 1
+                if took is not None:
+                    took[(i, path, name)] = _BY_CONTENT
                 if isinstance(value, CachedFailure):
                     ok, value = False, (value.code, value.message, dict(value.evidence))
                 else:
                     ok = True
             else:
                 self.extracted += 1
+                if took is not None:
+                    took[(i, path, name)] = _EXTRACTED
             self._accept(artifacts, i, path, name, ok, value, new, keys)
 
     @property
@@ -1518,6 +1624,23 @@ def _extract(artifacts: list[Artifact], environment: EnvironmentInfo | None, pro
     return Gathered(artifacts, environment, extraction, problems, len(extraction.problems))
 
 
+#: the cores from which a family is forked beside workers still busy (see _RuleRun._fork_here): with
+#: fewer, the workers' backlog takes every core while the child computes (2 cores, the accuracy-venv
+#: cold: no faster, 250 MB more); on 16 (the H200) the workers are done long before the verdicts
+FORK_BESIDE_WORKERS = 8
+
+
+def _may_fork(config: Config) -> bool:
+    """Whether an audit may finish a rule family in a forked child (see _RuleRun): with workers
+    (where there are none, nothing runs beside the parent either), never with probes (a child
+    would run them unrecorded), and only where processes fork."""
+    return hasattr(os, "fork") and (config.jobs or _usable_cpus()) > 1 and not config.probe
+
+
+class _FamilyForked(BaseException):
+    """Unwinds, in the parent, the rule during whose walk its family was forked (see _RuleRun)."""
+
+
 class _RuleRun:
     """The selected rules of one audit, run in order, each once the facts it needs are in.
 
@@ -1525,11 +1648,32 @@ class _RuleRun:
     one of its facts.  The extraction sends the stages in order and calls :meth:`run_until`
     as each is collected, so the parent computes the import rules (CU1xx, the longest serial
     stretch) while the workers inflate the libraries only the later rules read (a cold check
-    of torch 2.8.0: 1.4 s of rules after the last fact, on one core)."""
+    of torch 2.8.0: 1.4 s of rules after the last fact, on one core).
+
+    A family whose rule walks facts (the import closures: the workers extract what the walk
+    names) is finished in a forked child once its walk ends (``extraction``: see
+    :meth:`_fork_here`): the child computes the rest of the family (CU101's verdicts) while the
+    parent runs the later families, writes the cache's bundles and waits for the stages still
+    coming; the child's findings, counts and the facts it read come back at :meth:`finish`."""
 
     def __init__(self, ctx: RuleContext, runnable: "list[rules_registry.Rule]", names: set[str],
-                 facts: "Facts | None" = None) -> None:
+                 facts: "Facts | None" = None, *, extraction: "Extraction | None" = None,
+                 evidence: "EvidenceInputs | None" = None) -> None:
         self.ctx = ctx
+        self._extraction = extraction
+        self._evidence = evidence
+        #: in the parent: (the child, its family, where its findings go in ``findings``)
+        self._forked: tuple[forked.Forked, str, int] | None = None
+        #: in the child: ends it with the family's result (see forked.fork), and what it compares with
+        self._send: Callable[[Any], None] | None = None
+        self._baseline: dict[str, Any] = {}
+        self._at = 0
+        self._fork_tried = False
+        #: the last rule the run in progress runs, and whether a rule's check is running
+        self._bound = -1
+        self._checking = False
+        if extraction is not None and _may_fork(ctx.config):
+            extraction.after_walk = self._fork_here
         #: the audit's facts, whose pending ones no rule reads are named ahead (see run_until)
         self.facts = facts
         self.runnable = runnable
@@ -1550,16 +1694,91 @@ class _RuleRun:
         read = {n for rule in self.runnable for n in rule.needs}
         return [k for k in self.facts.pending if k[2] not in read] if self.facts is not None else []
 
+    def _fork_here(self) -> None:
+        """At the end of a walk: fork the family of the rule that walked, if a later family is left
+        to run and all of this one runs in the run in progress.  The parent unwinds the rule
+        (:class:`_FamilyForked`) and skips the family; the child goes on with it, and ends when
+        its last rule has run (:meth:`run_until`)."""
+        family = self.ctx.family
+        last = self._last_of.get(family, -1)
+        if self._fork_tried or not self._checking or last >= len(self.runnable) - 1 or last > self._bound:
+            return
+        extraction = self._extraction
+        if extraction.workers_busy() and (self.ctx.config.jobs or _usable_cpus()) < FORK_BESIDE_WORKERS:  # type: ignore[union-attr]
+            return  # the child would only take the workers' cores (2 cores, cold: no faster, 250 MB more)
+        self._fork_tried = True
+        extraction._close_stores()  # type: ignore[union-attr]
+        child, send = forked.fork()
+        if send is not None:
+            self._baseline = extraction.become_child()  # type: ignore[union-attr]
+            self._at, self._send = len(self.findings), send
+            return
+        if child is not None:
+            self._forked = (child, family, len(self.findings))
+            extraction.took = {}  # type: ignore[union-attr]
+            raise _FamilyForked
+
+    def _result(self) -> dict[str, Any]:
+        """The child's result (see :meth:`_join`)."""
+        return {"findings": self.findings[self._at:],
+                "extraction": self._extraction.child_delta(self._baseline),  # type: ignore[union-attr]
+                "evidence": self._evidence.asked() if self._evidence is not None else {}}
+
+    def _join(self) -> None:
+        """Take in the forked family's result; where the child failed, run the family here."""
+        if self._forked is None:
+            return
+        child, family, at = self._forked
+        self._forked = None
+        got = child.result()
+        if got is not None:
+            extra: list[Artifact] = []
+            if self._evidence is not None:
+                extra = self._evidence.take_in(got["evidence"])
+            self._extraction.absorb(got["extraction"], extra)  # type: ignore[union-attr]
+            found = got["findings"]
+        else:
+            found = []
+            for rule in self.runnable:
+                if type(rule).__module__ == family:
+                    self.ctx.family = family
+                    found += self._check(rule)
+        self.findings[at:at] = found
+        self.ctx.release(family, self.names - self._needed_after[self._last_of[family]])
+
+    def abandon(self) -> None:
+        """End a forked child the audit will not wait for (it failed, or was interrupted)."""
+        if self._forked is not None:
+            self._forked[0].kill()
+            self._forked = None
+
+    def _check(self, rule: "rules_registry.Rule") -> list[Finding]:
+        """The rule's findings; a rule that fails gives CU011 instead (one broken rule must not hide the others)."""
+        ctx = self.ctx
+        try:
+            return list(rule.check(ctx))
+        except _FamilyForked:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one broken rule must not hide the others
+            code, message, evidence = _error_for(exc)
+            arts = ctx.artifacts
+            ref = arts[0].ref if arts else ArtifactRef(kind=ArtifactKind.FILE, path=".")
+            return [rules_registry.get("CU011").finding(
+                Location(ref), f"rule {rule.code} failed: {message}", evidence={**evidence, "rule": rule.code}, key=rule.code
+            )]
+
     def finish(self) -> None:
         """Extract what is still pending for its problems alone (what no pass parsed, the rest came
-        along with the passes), and collect what was sent ahead, read by a rule or not."""
-        if self.facts is None:
-            return
-        leftover = self._unread()
-        if leftover:
-            self.facts.prefetch(leftover)
-        if self.facts.inflight and self.facts.settle is not None:
-            self.facts.settle(None)
+        along with the passes), collect what was sent ahead, read by a rule or not, and take in
+        the forked family's result."""
+        if self.facts is not None:
+            leftover = self._unread()
+            if leftover:
+                self.facts.prefetch(leftover)
+            if self.facts.inflight and self.facts.settle is not None:
+                self.facts.settle(None)
+        # last: what the parent took since the fork is known, and counted once with the child's
+        self._join()
 
     def stage(self, names: tuple[str, ...]) -> int:
         """The first rule that reads one of these facts (the rule count: none does, e.g. ``format``)."""
@@ -1576,6 +1795,16 @@ class _RuleRun:
             return
         start = self.ran
         self.ran += len(todo)
+        self._bound = last
+        try:
+            self._run(todo, start)
+        except BaseException:
+            if self._send is not None:
+                self._send(None)  # a child never unwinds the parent's audit: it ends, failed
+            raise
+
+    def _run(self, todo: "list[rules_registry.Rule]", start: int) -> None:
+        ctx = self.ctx
         with fewer_full_collections():  # the rules' models are large too (evidence parsed on demand)
             for rule in self.runnable if start == 0 else ():
                 ctx.family = type(rule).__module__
@@ -1588,20 +1817,21 @@ class _RuleRun:
                 # member's CU4xx source, one parse (see finish)
                 self.facts.ahead(self._unread())
             for k, rule in enumerate(todo, start):
-                ctx.family = type(rule).__module__
+                family = type(rule).__module__
+                if self._forked is not None and self._forked[1] == family:
+                    continue  # the child runs it
+                ctx.family = family
+                self._checking = True
                 try:
-                    self.findings += list(rule.check(ctx))
-                except Exception as exc:  # noqa: BLE001 - one broken rule must not hide the others
-                    code, message, evidence = _error_for(exc)
-                    arts = ctx.artifacts
-                    ref = arts[0].ref if arts else ArtifactRef(kind=ArtifactKind.FILE, path=".")
-                    self.findings.append(
-                        rules_registry.get("CU011").finding(
-                            Location(ref), f"rule {rule.code} failed: {message}", evidence={**evidence, "rule": rule.code}, key=rule.code
-                        )
-                    )
-                if self._last_of[ctx.family] == k:
-                    ctx.release(ctx.family, self.names - self._needed_after[k])
+                    self.findings += self._check(rule)
+                except _FamilyForked:
+                    continue  # forked during this rule's walk: the child finishes the family
+                finally:
+                    self._checking = False
+                if self._last_of[family] == k:
+                    if self._send is not None:
+                        self._send(self._result())  # the child ends here
+                    ctx.release(family, self.names - self._needed_after[k])
 
 
 def audit(
@@ -1661,11 +1891,14 @@ def audit(
         ctx = RuleContext(config, artifacts, extraction.facts, environment, probes,
                           evidence=evidence_inputs, probe=Prober(config, probes))
         extraction.facts.keeps_pickles = extraction.store.keeps
-        rules = _RuleRun(ctx, runnable, names, extraction.facts)
-        gathered = _extract(artifacts, environment, early, config=config, extractors=names, progress=progress,
-                            extraction=extraction, rules=rules)
-        rules.run_until(len(runnable) - 1)
-        rules.finish()
+        rules = _RuleRun(ctx, runnable, names, extraction.facts, extraction=extraction, evidence=evidence_inputs)
+        try:
+            gathered = _extract(artifacts, environment, early, config=config, extractors=names, progress=progress,
+                                extraction=extraction, rules=rules)
+            rules.run_until(len(runnable) - 1)
+            rules.finish()
+        finally:
+            rules.abandon()
         findings: list[Finding] = list(gathered.problems) + rules.findings
         # problems met extracting what the rules read on demand (the format check's own, as a rule)
         findings += extraction.problems[gathered.reported:]
@@ -1782,6 +2015,27 @@ class EvidenceInputs:
                 paths = [p for p in paths.split(",") if p]
             return inputs.with_artifacts(paths)
         raise KeyError(f"unknown evidence {name!r} (one of {', '.join(self.NAMES)})")
+
+    def asked(self) -> dict[str, list[Any]]:
+        """By input name resolved here: the questions recorded of each of its inputs (None each,
+        without recording), for a forked family's result (see :meth:`take_in`)."""
+        recorded = self.recorded or {}
+        return {name: [q for _ref, q in recorded.get(name, ())] if name in recorded else [None] * len(views)
+                for name, views in self._views.items()}
+
+    def take_in(self, asked: dict[str, list[Any]]) -> list[Artifact]:
+        """Resolve the inputs a forked child asked for (:meth:`asked`) and add its recorded questions
+        to this audit's; the inputs' artifacts (whose bundles the child may have read)."""
+        out: list[Artifact] = []
+        for name, questions in asked.items():
+            views = self(name)
+            out += [v.artifact for v in views]
+            if self.recorded is None:
+                continue
+            for (_ref, mine), theirs in zip(self.recorded.get(name, ()), questions):
+                if theirs:
+                    mine.update(theirs)
+        return out
 
     def refs(self) -> list[ArtifactRef]:
         """The evidence inputs this audit read (listed apart from the audited artifacts)."""

@@ -1,0 +1,166 @@
+"""A rule family finished in a forked child once its walk ends (``engine._RuleRun``, ``forked.py``):
+the parent runs the later families meanwhile, and the audit's report, counts and cache are those of
+the same audit run in one process."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+from conftest import make_installed
+
+import cuaudit.engine as engine
+import cuaudit.forked as forked
+from cuaudit import audit
+from cuaudit.config import Config
+from cuaudit.inputs.environment import InstalledDistribution
+from cuaudit.report import json_report
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="the family is forked only where processes fork")
+
+#: a package whose closure is walked (CU1xx), with a public submodule nobody binds (a CU101 finding),
+#: one that does not parse (a problem met reading on demand) and a NumPy call for the later families
+FILES = {
+    "pkg/__init__.py": "from . import core\n",
+    "pkg/core.py": "import pkg.util\nimport numpy as np\n\ndef f(x):\n    return np.float32(3) + x\n",
+    "pkg/util.py": "X = 1\n",
+    "pkg/plot.py": "Y = 2\n",
+    "pkg/broken.py": "def (:\n",
+    **{f"pkg/sub{i}.py": f"import pkg.util\nZ = {i}\n" for i in range(6)},
+}
+
+
+def _dist(tmp_path: Path) -> InstalledDistribution:
+    return make_installed(tmp_path / "site", "pkg", FILES)
+
+
+def _fresh(dist: InstalledDistribution) -> InstalledDistribution:
+    return InstalledDistribution(None, dist.ref.name, dist.ref.version, dist.meta_dir)
+
+
+def _report(report) -> tuple:
+    doc = json_report.document(report)
+    return doc["findings"], {k: v for k, v in report.stats.items() if k != "seconds"}
+
+
+@pytest.fixture
+def forks(monkeypatch) -> list[int]:
+    """The pids of the children the audits of this process forked for a family."""
+    pids: list[int] = []
+    real = forked.fork
+
+    def spy():
+        child, send = real()
+        if child is not None:
+            pids.append(child.pid)
+        return child, send
+
+    monkeypatch.setattr(forked, "fork", spy)
+    return pids
+
+
+def test_the_import_family_is_forked_and_the_report_is_the_one_process_one(tmp_path, forks):
+    dist = _dist(tmp_path)
+    serial = audit([dist], config=Config(cache_dir=str(tmp_path / "serial"), jobs=1), command="explain")
+    assert forks == []  # one process: nothing runs beside it, nothing is forked
+    split = audit([_fresh(dist)], config=Config(cache_dir=str(tmp_path / "split"), jobs=2), command="explain")
+    assert len(forks) == 1
+    assert _report(split) == _report(serial)
+    assert any(f.code == "CU101" and "pkg.plot" in f.message for f in split.findings)
+    assert any(f.code == "CU006" for f in split.findings)  # the problem the child met, taken in
+    # the facts the child read are in the cache: a second audit extracts nothing, and says the same
+    again = audit([_fresh(dist)], config=Config(cache_dir=str(tmp_path / "split"), jobs=2), command="explain")
+    assert again.stats["facts_extracted"] == 0
+    assert again.stats["facts_cached"] == split.stats["facts_extracted"] + split.stats["facts_cached"]
+    assert _report(again)[0] == _report(serial)[0]
+
+
+def test_a_child_extracts_what_changed_and_the_parent_keeps_it(tmp_path, forks):
+    dist = _dist(tmp_path)
+    conf = Config(cache_dir=str(tmp_path / "cache"), jobs=2)
+    audit([dist], config=conf, command="explain")
+    time.sleep(0.01)
+    (tmp_path / "site" / "pkg" / "util.py").write_text("X = 1\nimport pkg.plot\n")  # binds plot now
+    changed = audit([_fresh(dist)], config=conf, command="explain")
+    assert len(forks) == 2 and changed.stats["facts_extracted"] > 0
+    assert not any(f.code == "CU101" and "pkg.plot" in f.message for f in changed.findings)
+    serial = audit([_fresh(dist)], config=Config(cache_dir=str(tmp_path / "serial"), jobs=1), command="explain")
+    assert _report(changed)[0] == _report(serial)[0]
+    again = audit([_fresh(dist)], config=conf, command="explain")
+    assert again.stats["facts_extracted"] == 0  # what the child extracted reached the cache
+
+
+def test_a_child_that_fails_leaves_the_family_to_the_parent(tmp_path, forks, monkeypatch):
+    dist = _dist(tmp_path)
+    parent = os.getpid()
+    real = engine._RuleRun._result
+
+    def failing(self):
+        if os.getpid() != parent:
+            raise RuntimeError("the child breaks")
+        return real(self)
+
+    monkeypatch.setattr(engine._RuleRun, "_result", failing)
+    split = audit([dist], config=Config(cache=False, jobs=2), command="explain")
+    assert len(forks) == 1
+    serial = audit([_fresh(dist)], config=Config(cache=False, jobs=1), command="explain")
+    assert _report(split) == _report(serial)
+
+
+def test_no_child_outlives_a_failed_audit(tmp_path, forks, monkeypatch):
+    # a later family fails outside any rule's check (the audit itself breaks): the child is ended
+    dist = _dist(tmp_path)
+    real = engine._RuleRun._unread
+
+    def interrupted(self):
+        if self._forked is not None:  # the audit's end, with the child still to be taken in
+            raise KeyboardInterrupt
+        return real(self)
+
+    monkeypatch.setattr(engine._RuleRun, "_unread", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        audit([dist], config=Config(cache=False, jobs=2), command="explain")
+    assert len(forks) == 1
+    with pytest.raises(ChildProcessError):
+        os.waitpid(forks[0], os.WNOHANG)  # reaped: not running, not a zombie
+
+
+def test_probes_and_one_job_never_fork(tmp_path, forks):
+    dist = _dist(tmp_path)
+    audit([dist], config=Config(cache=False, jobs=1), command="explain")
+    assert not engine._may_fork(Config(jobs=2, probe=True))
+    assert engine._may_fork(Config(jobs=2)) and forks == []
+
+
+def test_a_forked_result_cut_short_is_none():
+    child, send = forked.fork()
+    if send is not None:
+        os._exit(0)  # ends without sending anything
+    assert child is not None and child.result() is None
+    child, send = forked.fork()
+    if send is not None:
+        send({"a": [1, 2]})
+    assert child is not None and child.result() == {"a": [1, 2]}
+
+
+def test_a_family_is_forked_beside_busy_workers_only_with_cores_to_spare(tmp_path, forks, monkeypatch):
+    # with workers still busy at the walk's end (stages coming, facts in flight), the child would take
+    # their cores: forked from FORK_BESIDE_WORKERS cores on, never below
+    monkeypatch.setattr(engine.Extraction, "workers_busy", lambda self: True)
+    dist = _dist(tmp_path)
+    audit([dist], config=Config(cache=False, jobs=2), command="explain")
+    assert forks == []
+    audit([_fresh(dist)], config=Config(cache=False, jobs=engine.FORK_BESIDE_WORKERS), command="explain")
+    assert len(forks) == 1
+
+
+def test_workers_are_busy_while_facts_are_in_flight_or_coming(tmp_path):
+    ex = engine.Extraction(Config(cache=False), None)
+    assert not ex.workers_busy()
+    ex.facts.inflight.add((0, "pkg/a.py", "promotion_source"))
+    assert ex.workers_busy()
+    ex.facts.inflight.clear()
+    ex.facts.coming.add((0, "pkg/a.so", "elf"))
+    assert ex.workers_busy()
