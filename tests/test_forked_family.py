@@ -164,3 +164,25 @@ def test_workers_are_busy_while_facts_are_in_flight_or_coming(tmp_path):
     ex.facts.inflight.clear()
     ex.facts.coming.add((0, "pkg/a.so", "elf"))
     assert ex.workers_busy()
+
+
+def test_forking_beside_the_pools_thread_warns_nothing(tmp_path, monkeypatch):
+    # 3.12+ warns on a fork of a multi-threaded process; this one is known and safe (forked.fork)
+    import threading
+    import warnings
+
+    threads: list[int] = []
+    real = forked.fork
+
+    def spy():
+        threads.append(threading.active_count())
+        return real()
+
+    monkeypatch.setattr(forked, "fork", spy)
+    monkeypatch.setattr(engine, "PARALLEL_MIN_TASKS", 1)  # a pool, whose manager thread runs at the fork
+    dist = _dist(tmp_path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        audit([dist], config=Config(cache=False, jobs=engine.FORK_BESIDE_WORKERS), command="explain")
+    assert len(threads) == 1 and threads[0] > 1
+    assert not [w for w in caught if "multi-threaded" in str(w.message) and "forked.py" in w.filename]

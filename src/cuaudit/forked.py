@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import pickle
 import signal
+import warnings
 from typing import Any, Callable
 
 
@@ -62,7 +63,12 @@ def fork() -> tuple[Forked | None, Callable[[Any], None] | None]:
     if not hasattr(os, "fork"):
         return None, None
     read, write = os.pipe()
-    pid = os.fork()
+    with warnings.catch_warnings():
+        # Python 3.12+ warns on every fork of a process that runs threads: the audit's worker pool
+        # runs its manager thread (and a progress bar its own).  The child uses nothing those threads
+        # hold (no pool, no queue, no output, its own cache connection) and ends with os._exit.
+        warnings.filterwarnings("ignore", message=r"This process .* is multi-threaded", category=DeprecationWarning)
+        pid = os.fork()
     if pid:
         os.close(write)
         return Forked(pid, read), None

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Timelines (scripts/timeline.py) of `cuaudit env` on the GPU machine's environment: one cold run, then
+# one with the facts cached but no snapshot.  A forked family's child logs into the same file (its
+# rules' R lines).  Set-up from _env.sh.  Outputs under $OUT: tl-cold.*, tl-fc.*.
+set -u
+OUT=${OUT:-/tmp/timelines_out}
+. "$(dirname "$0")/_env.sh"
+install_wheels || exit 1
+export CUAUDIT_SRC=/tmp/site
+machine
+warm_site
+rm -rf /tmp/c-tl
+for run in cold fc; do
+  [ $run = fc ] && drop_snapshot /tmp/c-tl
+  echo "== $run"
+  t $PY scripts/timeline.py "$OUT/tl-$run.log" -- env -q --cache-dir /tmp/c-tl --format json -o "$OUT/env-$run.json" --exit-zero
+  $PY scripts/timeline.py --summary "$OUT/tl-$run.log" > "$OUT/tl-$run.txt"
+  head -5 "$OUT/tl-$run.txt"; grep -v "^R" "$OUT/tl-$run.txt" | grep "^P\|^END\|walk\|_bundle_up\|flush\|settle"
+  awk '$1 == "R" && $3 - $2 > 0.1' "$OUT/tl-$run.txt"
+done
