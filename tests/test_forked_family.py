@@ -186,3 +186,24 @@ def test_forking_beside_the_pools_thread_warns_nothing(tmp_path, monkeypatch):
         audit([dist], config=Config(cache=False, jobs=engine.FORK_BESIDE_WORKERS), command="explain")
     assert len(threads) == 1 and threads[0] > 1
     assert not [w for w in caught if "multi-threaded" in str(w.message) and "forked.py" in w.filename]
+
+
+def test_the_parent_writes_what_it_read_before_it_waits_for_the_child(tmp_path, forks, monkeypatch):
+    events: list[str] = []
+    flush, result = engine.Extraction.flush, forked.Forked.result
+
+    def spied_flush(self):
+        events.append("flush")
+        return flush(self)
+
+    def spied_result(self):
+        events.append("wait")
+        return result(self)
+
+    monkeypatch.setattr(engine.Extraction, "flush", spied_flush)
+    monkeypatch.setattr(forked.Forked, "result", spied_result)
+    dist = _dist(tmp_path)
+    conf = Config(cache_dir=str(tmp_path / "cache"), jobs=2)
+    audit([dist], config=conf, command="explain")
+    assert len(forks) == 1 and events == ["flush", "wait", "flush"]  # the child's facts in the last
+    assert audit([_fresh(dist)], config=conf, command="explain").stats["facts_extracted"] == 0

@@ -1777,6 +1777,9 @@ class _RuleRun:
                 self.facts.prefetch(leftover)
             if self.facts.inflight and self.facts.settle is not None:
                 self.facts.settle(None)
+        if self._forked is not None and self._extraction is not None:
+            # what the parent read is written while the child computes; what the child read, after
+            self._extraction.flush()
         # last: what the parent took since the fork is known, and counted once with the child's
         self._join()
 
