@@ -196,9 +196,9 @@ def test_the_parent_writes_what_it_read_before_it_waits_for_the_child(tmp_path, 
         events.append("flush")
         return flush(self)
 
-    def spied_result(self):
+    def spied_result(self, *args):
         events.append("wait")
-        return result(self)
+        return result(self, *args)
 
     monkeypatch.setattr(engine.Extraction, "flush", spied_flush)
     monkeypatch.setattr(forked.Forked, "result", spied_result)
@@ -207,3 +207,39 @@ def test_the_parent_writes_what_it_read_before_it_waits_for_the_child(tmp_path, 
     audit([dist], config=conf, command="explain")
     assert len(forks) == 1 and events == ["flush", "wait", "flush"]  # the child's facts in the last
     assert audit([_fresh(dist)], config=conf, command="explain").stats["facts_extracted"] == 0
+
+
+def test_a_child_that_hangs_is_ended_and_the_family_runs_in_the_parent(tmp_path, forks, monkeypatch):
+    dist = _dist(tmp_path)
+    parent = os.getpid()
+    real = engine._RuleRun._result
+
+    def hanging(self):
+        if os.getpid() != parent:
+            time.sleep(60)
+        return real(self)
+
+    monkeypatch.setattr(engine._RuleRun, "_result", hanging)
+    monkeypatch.setattr(engine, "FORKED_FAMILY_TIMEOUT", 0.5)
+    started = time.monotonic()
+    split = audit([dist], config=Config(cache=False, jobs=2), command="explain")
+    assert len(forks) == 1 and time.monotonic() - started < 30
+    with pytest.raises(ChildProcessError):
+        os.waitpid(forks[0], os.WNOHANG)  # ended and reaped
+    serial = audit([_fresh(dist)], config=Config(cache=False, jobs=1), command="explain")
+    assert _report(split) == _report(serial)
+
+
+def test_a_fact_both_took_is_counted_once(tmp_path):
+    # the parent and the child count what each took since the fork; absorb keeps one count per key,
+    # and an evidence fact both extracted counts as one process's extraction and its later cached read
+    ex = engine.Extraction(Config(cache=False), None)
+    ex.took = {(0, "pkg/a.py", "python_source"): engine._EXTRACTED, ("evidence", "k1", ""): engine._EXTRACTED}
+    ex.extracted, ex.evidence_extracted = 1, 1
+    delta = {"counts": [1, 1, 1, 2, 0], "problems": [], "bundles": [], "loose": [],
+             "took": {(0, "pkg/a.py", "python_source"): engine._EXTRACTED, (0, "pkg/b.py", "python_source"): engine._BY_CONTENT,
+                      ("evidence", "k1", ""): engine._EXTRACTED, ("evidence", "k2", ""): engine._EXTRACTED}}
+    ex.absorb(delta)
+    assert (ex.extracted, ex.cached, ex.by_content) == (1, 1, 1)  # a.py once; b.py found by content in the child
+    assert (ex.evidence_extracted, ex.evidence_cached) == (2, 1)  # k1 extracted once then read; k2 the child's
+    assert ex.took is None

@@ -720,8 +720,10 @@ class Extraction:
         self._switch_interval: float | None = None
         #: called at the end of every walk (``_RuleRun`` forks a family there: see :meth:`become_child`)
         self.after_walk: Callable[[], None] | None = None
-        #: whether this is a forked child (:meth:`become_child`), which writes nothing
+        #: whether this is a forked child (:meth:`become_child`), which writes nothing; the keys the
+        #: bundles it opened itself held when read
         self._child = False
+        self._opened_here: dict[tuple[str, ArtifactRef], set[str]] = {}
         #: since a fork (in the child and in the parent): each key taken and how it was counted, so that
         #: a key both took (a fact that comes along with another) is counted once (:meth:`absorb`)
         self.took: dict[tuple[int, str, str], int] | None = None
@@ -952,7 +954,8 @@ class Extraction:
                     if before.get(slot) != id(self.problems[at])]
         bundles = []
         for (kind, ref), b in self._bundles.items():
-            values, used, rows = baseline["bundles"].get((kind, ref), (set(), set(), set()))
+            first = self._opened_here.get((kind, ref), set())
+            values, used, rows = baseline["bundles"].get((kind, ref), (first, set(), first))
             new = {k: v for k, v in b.values.items() if k not in values}
             if new or b.used - used:
                 bundles.append((kind, ref, new, b.used - used, {k: r for k, r in b.rows.items() if k not in rows}))
@@ -968,9 +971,15 @@ class Extraction:
         counts = list(delta["counts"])
         mine = self.took or {}
         for key, how in delta["took"].items():
-            if key in mine:
-                counts[0 if how == _EXTRACTED else 1] -= 1
-                counts[2] -= how == _BY_CONTENT
+            if key not in mine:
+                continue
+            if key[0] == "evidence":
+                # an evidence fact both extracted: one process extracts it, then finds it cached
+                counts[3] -= 1
+                counts[4] += 1
+                continue
+            counts[0 if how == _EXTRACTED else 1] -= 1
+            counts[2] -= how == _BY_CONTENT
         self.took = None
         self.extracted, self.cached, self.by_content, self.evidence_extracted, self.evidence_cached = (
             a + b for a, b in zip(self._counts(), counts))
@@ -1010,6 +1019,8 @@ class Extraction:
             value = bundle.values[key]
         else:
             self.evidence_extracted += 1
+            if self.took is not None:
+                self.took[("evidence", key, "")] = _EXTRACTED  # (see absorb)
             [(_path, _name, ok, value)] = _extract_group(artifact, [(member, (name,))])
             if not ok:
                 code, message, evidence = value
@@ -1057,6 +1068,8 @@ class Extraction:
                 bundle.current = lambda: {FactStore.key(ex.name, ex.version, m.content_key) for m in artifact.members
                                           for ex in facts_registry.deferring() if ex.deferred(m)}
             self._bundles[(kind, ref)] = bundle
+            if self._child:
+                self._opened_here[(kind, ref)] = set(values)  # what child_delta need not send back
         return bundle
 
     def close(self) -> None:
@@ -1630,6 +1643,11 @@ def _extract(artifacts: list[Artifact], environment: EnvironmentInfo | None, pro
 FORK_BESIDE_WORKERS = 8
 
 
+#: seconds the parent waits for a forked family's child once it has nothing else to do: past them
+#: the child is ended and the family runs in the parent (a child that hangs never hangs the audit)
+FORKED_FAMILY_TIMEOUT = 600.0
+
+
 def _may_fork(config: Config) -> bool:
     """Whether an audit may finish a rule family in a forked child (see _RuleRun): with workers
     (where there are none, nothing runs beside the parent either), never with probes (a child
@@ -1730,7 +1748,7 @@ class _RuleRun:
             return
         child, family, at = self._forked
         self._forked = None
-        got = child.result()
+        got = child.result(FORKED_FAMILY_TIMEOUT)
         if got is not None:
             extra: list[Artifact] = []
             if self._evidence is not None:

@@ -24,17 +24,27 @@ class Forked:
         self.pid = pid
         self._fd = fd
 
-    def result(self) -> Any | None:
-        """The child's result (waiting for it), or None if it failed, died or sent nothing whole."""
+    def result(self, timeout: float = 600.0) -> Any | None:
+        """The child's result (waiting for it), or None if it failed, died, sent nothing whole or
+        sent nothing for ``timeout`` seconds (it is then ended: a child that hangs never hangs the audit)."""
+        import select
+
         chunks = []
         try:
             while True:
+                ready, _, _ = select.select([self._fd], [], [], timeout)
+                if not ready:
+                    self.kill()
+                    return None
                 chunk = os.read(self._fd, 1 << 20)
                 if not chunk:
                     break
                 chunks.append(chunk)
         finally:
-            os.close(self._fd)
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
         _pid, status = os.waitpid(self.pid, 0)
         if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0 or not chunks:
             return None
@@ -52,7 +62,7 @@ class Forked:
         try:
             os.kill(self.pid, signal.SIGKILL)
             os.waitpid(self.pid, 0)
-        except (OSError, ChildProcessError):
+        except OSError:  # gone already (ChildProcessError: reaped)
             pass
 
 
