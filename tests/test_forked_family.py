@@ -92,17 +92,26 @@ def test_a_child_extracts_what_changed_and_the_parent_keeps_it(tmp_path, forks):
     assert again.stats["facts_extracted"] == 0  # what the child extracted reached the cache
 
 
-def test_a_child_that_fails_leaves_the_family_to_the_parent(tmp_path, forks, monkeypatch):
-    dist = _dist(tmp_path)
+def _in_the_child(monkeypatch, act) -> None:
+    """``act()`` in a forked family's child, as it is about to send its result."""
     parent = os.getpid()
     real = engine._RuleRun._result
 
-    def failing(self):
+    def result(self):
         if os.getpid() != parent:
-            raise RuntimeError("the child breaks")
+            act()
         return real(self)
 
-    monkeypatch.setattr(engine._RuleRun, "_result", failing)
+    monkeypatch.setattr(engine._RuleRun, "_result", result)
+
+
+def test_a_child_that_fails_leaves_the_family_to_the_parent(tmp_path, forks, monkeypatch):
+    dist = _dist(tmp_path)
+
+    def breaks():
+        raise RuntimeError("the child breaks")
+
+    _in_the_child(monkeypatch, breaks)
     split = audit([dist], config=Config(cache=False, jobs=2), command="explain")
     assert len(forks) == 1
     serial = audit([_fresh(dist)], config=Config(cache=False, jobs=1), command="explain")
@@ -211,15 +220,7 @@ def test_the_parent_writes_what_it_read_before_it_waits_for_the_child(tmp_path, 
 
 def test_a_child_that_hangs_is_ended_and_the_family_runs_in_the_parent(tmp_path, forks, monkeypatch):
     dist = _dist(tmp_path)
-    parent = os.getpid()
-    real = engine._RuleRun._result
-
-    def hanging(self):
-        if os.getpid() != parent:
-            time.sleep(60)
-        return real(self)
-
-    monkeypatch.setattr(engine._RuleRun, "_result", hanging)
+    _in_the_child(monkeypatch, lambda: time.sleep(60))
     monkeypatch.setattr(engine, "FORKED_FAMILY_TIMEOUT", 0.5)
     started = time.monotonic()
     split = audit([dist], config=Config(cache=False, jobs=2), command="explain")
