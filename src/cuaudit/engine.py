@@ -914,6 +914,7 @@ class Extraction:
         what it reads here, one member at a time, and writes nothing: the worker pool, the stages
         held back and what was sent to the workers are the parent's (a key in flight there is
         pending again here).  Returns what :meth:`child_delta` compares with."""
+        # the parent's pool stays referenced, never used nor shut down here (its threads are not in this process)
         self._pool_kept, self._pool, self._pool_artifacts, self._feeder = self._pool, None, [], None
         self._switch_interval = None
         import dataclasses
@@ -931,7 +932,7 @@ class Extraction:
         self._child, self.took = True, {}
         return {
             "counts": self._counts(),
-            "problems": {slot: id(self.problems[at]) for slot, at in self._problem_at.items()},
+            "problems": {slot: self.problems[at] for slot, at in self._problem_at.items()},
             "bundles": {bk: (set(b.values), set(b.used), set(b.rows)) for bk, b in self._bundles.items()},
             "loose": len(self._loose),
         }
@@ -951,7 +952,7 @@ class Extraction:
         counts = [now - then for now, then in zip(self._counts(), baseline["counts"])]
         before = baseline["problems"]
         problems = [(slot, self.problems[at]) for slot, at in self._problem_at.items()
-                    if before.get(slot) != id(self.problems[at])]
+                    if before.get(slot) is not self.problems[at]]
         bundles = []
         for (kind, ref), b in self._bundles.items():
             first = self._opened_here.get((kind, ref), set())
