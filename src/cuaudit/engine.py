@@ -729,11 +729,12 @@ class Extraction:
         self.took: dict[tuple[int, str, str], int] | None = None
 
     def run(self, artifacts: Sequence[Artifact], wanted: Callable[[Member], tuple[str, ...]], *,
-            stage: Callable[[tuple[str, ...]], int] | None = None, ready: Callable[[int], None] | None = None) -> None:
+            stage: Callable[[tuple[str, ...]], int] | None = None, ready: Callable[[int], None] | None = None,
+            sent: Callable[[], None] | None = None) -> None:
         """Extract (or take from the cache) the facts ``wanted`` names; on-demand ones wait to be read.
 
-        ``stage`` and ``ready``: see :meth:`_extract`; with facts read on demand (an environment's),
-        the later stages go to the workers a few at a time (its ``background``)."""
+        ``stage``, ``ready`` and ``sent``: see :meth:`_extract`; with facts read on demand (an
+        environment's), the later stages go to the workers a few at a time (its ``background``)."""
         pending: list[tuple[int, Member, tuple[str, ...]]] = []
         keys: dict[tuple[int, str, str], str] = {}
         deferred = self.facts.pending
@@ -794,7 +795,7 @@ class Extraction:
         total_bytes = sum(m.size for v in todo.values() for m, _ in v)
         new: list[tuple[str, Any]] = []
         try:
-            self._extract(artifacts, todo, keys, new, total_tasks, total_bytes, stage=stage, ready=ready,
+            self._extract(artifacts, todo, keys, new, total_tasks, total_bytes, stage=stage, ready=ready, sent=sent,
                           background=bool(deferred))
         finally:
             # --no-cache keeps nothing: a bundle would pickle every fact for nothing (1.4 s of a torch 2.8.0 check)
@@ -1119,14 +1120,17 @@ class Extraction:
 
     def _extract(self, artifacts, todo, keys, new, total_tasks: int, total_bytes: int, *,
                  progress: Progress | None | bool = True, stage: Callable[[tuple[str, ...]], int] | None = None,
-                 ready: Callable[[int], None] | None = None, background: bool = False) -> None:
+                 ready: Callable[[int], None] | None = None, background: bool = False,
+                 sent: Callable[[], None] | None = None) -> None:
         """Extract ``todo`` (artifact index -> tasks), in the workers when there is enough of it.
 
         ``stage`` (a task's extractor names -> a number) orders the work: every task of a stage
         is sent before the next stage's, and once a stage is all collected ``ready(n)`` is called
         with the last stage before the next one that still has tasks to come, while the workers
         go on with those (the engine runs the rules whose facts are in: see :func:`audit`).
-        Until then a read of a fact still to come raises :class:`FactNotReady`.  An ELF file
+        Until then a read of a fact still to come raises :class:`FactNotReady`.  ``sent()`` is
+        called once the first stage is with the workers, before anything is collected (the rules'
+        ``ahead`` hooks: the package model is built while the workers extract).  An ELF file
         on disk (an installed library) is read once per stage of its facts, not once for all.
 
         ``background``: the rules extract facts on demand through the same workers, and would
@@ -1184,6 +1188,8 @@ class Extraction:
             # nothing): the progress bar's refresh thread starts after, so no child inherits its locks.
             if progress:
                 progress.start(total_bytes, "Extracting facts")
+            if sent is not None:
+                sent()
             broken = False
             g = 0
             while g < len(groups):
@@ -1626,7 +1632,7 @@ def _extract(artifacts: list[Artifact], environment: EnvironmentInfo | None, pro
         if rules is None:
             extraction.run(artifacts, wanted)
         else:
-            extraction.run(artifacts, wanted, stage=rules.stage, ready=rules.run_until)
+            extraction.run(artifacts, wanted, stage=rules.stage, ready=rules.run_until, sent=rules.ahead)
         # The facts live until the audit ends and hold no cycle: later collections (the rules
         # build models, the report its document) need not walk them again.  Frozen before the
         # thresholds come back, whose first collection would walk them all (0.29 s of torch's check).
@@ -1688,6 +1694,7 @@ class _RuleRun:
         self._baseline: dict[str, Any] = {}
         self._at = 0
         self._fork_tried = False
+        self._aheads_done = False
         #: the last rule the run in progress runs, and whether a rule's check is running
         self._bound = -1
         self._checking = False
@@ -1712,6 +1719,27 @@ class _RuleRun:
         (the format check of installed sources, ``Extractor.deferred``)."""
         read = {n for rule in self.runnable for n in rule.needs}
         return [k for k in self.facts.pending if k[2] not in read] if self.facts is not None else []
+
+    def ahead(self) -> None:
+        """Every rule's ``ahead`` hook, once: before the first rule runs, or as soon as the workers
+        have the first stage (``Extraction.run``'s ``sent``: the import family builds the package
+        model while the workers extract what its rules read first).  A hook that reads a fact still
+        to come fails, and only loses its head start."""
+        if self._aheads_done:
+            return
+        self._aheads_done = True
+        ctx = self.ctx
+        with fewer_full_collections():  # the rules' models are large too (evidence parsed on demand)
+            for rule in self.runnable:
+                ctx.family = type(rule).__module__
+                try:
+                    rule.ahead(ctx)
+                except Exception:  # noqa: BLE001 - naming facts ahead only saves time: check() says what fails
+                    pass
+            if self.facts is not None:
+                # what waits to be read for its problems alone goes with them: in the same batch as a
+                # member's CU4xx source, one parse (see finish)
+                self.facts.ahead(self._unread())
 
     def _fork_here(self) -> None:
         """At the end of a walk: fork the family of the rule that walked, if a later family is left
@@ -1827,17 +1855,9 @@ class _RuleRun:
 
     def _run(self, todo: "list[rules_registry.Rule]", start: int) -> None:
         ctx = self.ctx
+        if start == 0:
+            self.ahead()
         with fewer_full_collections():  # the rules' models are large too (evidence parsed on demand)
-            for rule in self.runnable if start == 0 else ():
-                ctx.family = type(rule).__module__
-                try:
-                    rule.ahead(ctx)
-                except Exception:  # noqa: BLE001 - naming facts ahead only saves time: check() says what fails
-                    pass
-            if start == 0 and self.facts is not None:
-                # what waits to be read for its problems alone goes with them: in the same batch as a
-                # member's CU4xx source, one parse (see finish)
-                self.facts.ahead(self._unread())
             for k, rule in enumerate(todo, start):
                 family = type(rule).__module__
                 if self._forked is not None and self._forked[1] == family:
