@@ -338,10 +338,10 @@ class InstalledDistribution(Artifact):
             self._unreadable(exc)
         #: member path -> file outside the site dir (sources of an editable install)
         self._outside: dict[str, str] = {}
-        #: what :meth:`listing_key` found of each RECORD path ((path, mode, size, identity), None where
-        #: it is gone), for the listing that follows it: each file is ``stat``'ed once per audit, and
-        #: the members' keys are those the snapshot's content was made of
-        self._stats: list[tuple[str, int, int, str] | None] | None = None
+        #: what :meth:`listing_key` found of each RECORD path ((path, (mode, size, identity)), None for
+        #: one gone), for the listing that follows it: each file is ``stat``'ed once per audit, and the
+        #: members' keys are those the snapshot's content was made of
+        self._stats: list[tuple[str, tuple[int, int, str] | None]] | None = None
 
     @property
     def record(self) -> list[str] | None:
