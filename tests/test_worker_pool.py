@@ -262,3 +262,29 @@ def test_the_switch_interval_is_short_while_the_pool_runs_and_the_callers_after(
         assert sys.getswitchinterval() == 0.01  # the caller's, back once the pool stopped
     finally:
         sys.setswitchinterval(callers)
+
+
+def test_the_progress_bar_ends_at_its_total(tmp_path):
+    # an installed ELF is read once per stage of its facts (its strings for the import rules, its
+    # linking for the linkage rules): the bar's total counts what its chunks advance it by
+    class Recorder:
+        def __init__(self) -> None:
+            self.totals: list[int | None] = []
+            self.done = 0
+
+        def start(self, total, description):
+            self.totals.append(total)
+
+        def advance(self, n=1, member=""):
+            self.done += n
+
+        def stop(self):
+            pass
+
+    ext = compile_so(tmp_path, "_ext.so", "int PyInit__ext(void) { return 0; }\n").read_bytes()
+    files = {"pkg/__init__.py": "from . import core\n", "pkg/core.py": "X = 1\n",
+             **{f"pkg/_ext{i}.cpython-311-x86_64-linux-gnu.so": ext for i in range(4)}}
+    dist = make_installed(tmp_path / "site", "pkg", files)
+    rec = Recorder()
+    audit([dist], config=Config(cache=False, jobs=2), command="explain", progress=rec)
+    assert rec.totals and rec.done == sum(rec.totals) > 4 * len(ext)  # each .so counted in two stages at least
