@@ -244,3 +244,19 @@ def test_a_fact_both_took_is_counted_once(tmp_path):
     assert (ex.extracted, ex.cached, ex.by_content) == (1, 1, 1)  # a.py once; b.py found by content in the child
     assert (ex.evidence_extracted, ex.evidence_cached) == (2, 1)  # k1 extracted once then read; k2 the child's
     assert ex.took is None
+
+
+def test_a_host_that_ignores_sigchld_still_gets_the_family(tmp_path, forks):
+    # an application embedding cuaudit may reap its children itself (SIGCHLD ignored): the child's
+    # result is still taken, and one cut short is still refused (the family then runs in the parent)
+    import signal
+
+    dist = _dist(tmp_path)
+    old = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        split = audit([dist], config=Config(cache=False, jobs=2), command="explain")
+    finally:
+        signal.signal(signal.SIGCHLD, old)
+    assert len(forks) == 1
+    serial = audit([_fresh(dist)], config=Config(cache=False, jobs=1), command="explain")
+    assert _report(split) == _report(serial)

@@ -45,7 +45,10 @@ class Forked:
                 os.close(self._fd)
             except OSError:
                 pass
-        _pid, status = os.waitpid(self.pid, 0)
+        try:
+            _pid, status = os.waitpid(self.pid, 0)
+        except ChildProcessError:  # reaped already (a host application that ignores SIGCHLD): what came is whole or not
+            status = 0
         if not os.WIFEXITED(status) or os.WEXITSTATUS(status) != 0 or not chunks:
             return None
         try:
