@@ -340,6 +340,39 @@ def test_a_listing_after_its_key_stats_each_file_once_and_lists_the_same_members
         assert all(m[3].split(":", 1)[1].rsplit(":", 1)[0] in key[0] for m in members)
 
 
+def test_the_stats_the_content_took_serve_hostile_names_and_special_files(tmp_path):
+    """A RECORD path that is not UTF-8 and carries a terminal escape, and one that is a FIFO: the
+    listing after ``listing_key`` keeps the first as a member under an encodable key and skips the
+    second without opening it, exactly as a listing alone does."""
+    from cuaudit.inputs.environment import InstalledDistribution
+
+    site = tmp_path / "site"
+    info = site / "odd-1.0.dist-info"
+    (site / "odd").mkdir(parents=True)
+    info.mkdir()
+    odd = b"odd/\x1b[31mred\xff.py"
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: odd\nVersion: 1.0\n")
+    (info / "RECORD").write_bytes(b"odd/__init__.py,,\n" + odd + b",,\nodd/pipe.py,,\nodd-1.0.dist-info/METADATA,,\n")
+    (site / "odd" / "__init__.py").write_text("X = 1\n")
+    with open(os.fsencode(site) + b"/" + odd, "wb") as fh:
+        fh.write(b"Y = 2\n")
+    os.mkfifo(site / "odd" / "pipe.py")
+
+    def dist():
+        return InstalledDistribution(None, "odd", "1.0", str(info))
+
+    def listed(d):
+        return [(m.path, m.size, m.content_key) for m in d.list_members()], [(s.location.member, s.reason) for s in d.skipped]
+
+    keyed = dist()
+    assert keyed.listing_key() is not None
+    members, skipped = listed(keyed)
+    assert (members, skipped) == listed(dist())
+    assert skipped == [("odd/pipe.py", "not a regular file; not read")]
+    [(path, _size, key)] = [m for m in members if "red" in m[0]]
+    assert path == os.fsdecode(odd) and key.encode("utf-8")  # kept as data, under a key SQLite can store
+
+
 def test_bytecode_written_by_an_import_keeps_the_snapshot(env):
     """RECORD may list ``__pycache__`` files: never members, never stat'ed, so importing the package keeps the key."""
     record = env["site"] / "fine-1.0.dist-info" / "RECORD"

@@ -720,13 +720,13 @@ class Extraction:
         self._switch_interval: float | None = None
         #: called at the end of every walk (``_RuleRun`` forks a family there: see :meth:`become_child`)
         self.after_walk: Callable[[], None] | None = None
-        #: whether this is a forked child (:meth:`become_child`), which writes nothing; the keys the
-        #: bundles it opened itself held when read
+        #: whether this is a forked child (:meth:`become_child`), which writes nothing; what each open
+        #: bundle held (values', used and rows' keys) at the fork, or when the child opened it
         self._child = False
-        self._opened_here: dict[tuple[str, ArtifactRef], set[str]] = {}
+        self._bundles_before: dict[tuple[str, ArtifactRef], tuple[set[str], set[str], set[str]]] = {}
         #: since a fork (in the child and in the parent): each key taken and how it was counted, so that
         #: a key both took (a fact that comes along with another) is counted once (:meth:`absorb`)
-        self.took: dict[tuple[int, str, str], int] | None = None
+        self.took: dict[tuple[Any, str, str], int] | None = None  # (artifact index or "evidence", path or key, extractor)
 
     def run(self, artifacts: Sequence[Artifact], wanted: Callable[[Member], tuple[str, ...]], *,
             stage: Callable[[tuple[str, ...]], int] | None = None, ready: Callable[[int], None] | None = None,
@@ -931,17 +931,18 @@ class Extraction:
         self._sent, self._sent_keys, self._later = [], {}, {}
         facts.inflight.clear()
         self._child, self.took = True, {}
+        self._bundles_before = {bk: (set(b.values), set(b.used), set(b.rows)) for bk, b in self._bundles.items()}
         return {
             "counts": self._counts(),
             "problems": {slot: self.problems[at] for slot, at in self._problem_at.items()},
-            "bundles": {bk: (set(b.values), set(b.used), set(b.rows)) for bk, b in self._bundles.items()},
             "loose": len(self._loose),
         }
 
     def workers_busy(self) -> bool:
-        """Whether the workers have work sent or still to send: facts in flight, stages coming or held back."""
+        """Whether the workers have work sent or still to send: facts in flight (what :meth:`_send_later`
+        sent, until :meth:`settle`), stages coming or held back."""
         feeder = self._feeder
-        return bool(self.facts.inflight or self.facts.coming or self._sent or (feeder is not None and feeder.held))
+        return bool(self.facts.inflight or self.facts.coming or (feeder is not None and feeder.held))
 
     def _counts(self) -> tuple[int, int, int, int, int]:
         return self.extracted, self.cached, self.by_content, self.evidence_extracted, self.evidence_cached
@@ -956,8 +957,7 @@ class Extraction:
                     if before.get(slot) is not self.problems[at]]
         bundles = []
         for (kind, ref), b in self._bundles.items():
-            first = self._opened_here.get((kind, ref), set())
-            values, used, rows = baseline["bundles"].get((kind, ref), (first, set(), first))
+            values, used, rows = self._bundles_before[(kind, ref)]
             new = {k: v for k, v in b.values.items() if k not in values}
             if new or b.used - used:
                 bundles.append((kind, ref, new, b.used - used, {k: r for k, r in b.rows.items() if k not in rows}))
@@ -1070,8 +1070,8 @@ class Extraction:
                 bundle.current = lambda: {FactStore.key(ex.name, ex.version, m.content_key) for m in artifact.members
                                           for ex in facts_registry.deferring() if ex.deferred(m)}
             self._bundles[(kind, ref)] = bundle
-            if self._child:
-                self._opened_here[(kind, ref)] = set(values)  # what child_delta need not send back
+            if self._child:  # what child_delta need not send back
+                self._bundles_before[(kind, ref)] = (set(values), set(), set(bundle.rows))
         return bundle
 
     def close(self) -> None:
