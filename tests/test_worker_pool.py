@@ -288,3 +288,55 @@ def test_the_progress_bar_ends_at_its_total(tmp_path):
     rec = Recorder()
     audit([dist], config=Config(cache=False, jobs=2), command="explain", progress=rec)
     assert rec.totals and rec.done == sum(rec.totals) > 4 * len(ext)  # each .so counted in two stages at least
+
+
+def test_held_stages_fill_only_the_workers_a_walk_leaves_idle():
+    # the walk's facts are what the family forked at its end waits for: while it keeps workers busy,
+    # the later stages held back are not sent to them (engine._Feeder.reserved)
+    from concurrent.futures import Future
+
+    sent: list[int] = []
+
+    def submit(i, chunk):
+        sent.append(chunk)
+        return Future()  # never done: each one sent stays in flight
+
+    groups = [(0, 0, k) for k in range(6)]
+    feeder = engine._Feeder(None, submit, groups, 3, held=list(range(6)))  # type: ignore[arg-type]
+    feeder.reserved = 3  # a walk keeps the three workers busy
+    feeder.feed()
+    assert sent == []
+    feeder.reserved = 1  # it runs thin: two workers idle
+    feeder.feed()
+    assert sent == [0, 1]
+    feeder.reserved = 0  # it ended
+    feeder.feed()
+    assert sent == [0, 1, 2]  # one per worker in flight, as before any walk
+
+
+def test_a_walk_reserves_its_workers_and_gives_them_back_when_it_ends(tmp_path, monkeypatch, LEVELS):
+    dist = make_installed(tmp_path / "site", "pkg", LEVELS)
+    serial = audit([dist], config=Config(cache=False, jobs=1), command="explain")
+    seen: list[tuple[bool, int]] = []  # (inside a walk, workers reserved) at each top-up
+    walking = [False]
+    real_feed, real_walk = engine._Feeder.feed, engine.Extraction.walk
+
+    def feed(self):
+        seen.append((walking[0], self.reserved))
+        return real_feed(self)
+
+    def walk(self, *args, **kwargs):
+        walking[0] = True
+        try:
+            return real_walk(self, *args, **kwargs)
+        finally:
+            walking[0] = False
+
+    monkeypatch.setattr(engine._Feeder, "feed", feed)
+    monkeypatch.setattr(engine.Extraction, "walk", walk)
+    report = audit([make_installed(tmp_path / "site2", "pkg", LEVELS)], config=Config(cache=False, jobs=2),
+                   command="explain")
+    assert any(inside and reserved > 0 for inside, reserved in seen)  # the walk kept its workers
+    assert [reserved for inside, reserved in seen if not inside] and all(
+        reserved == 0 for inside, reserved in seen if not inside)  # and gave them back
+    assert [f.message.replace("site2", "site") for f in report.findings] == [f.message for f in serial.findings]

@@ -624,6 +624,8 @@ class _Feeder:
         self.held = deque(held)
         self.futures: dict[int, Any] = {}
         self.inflight: list[Any] = []  # futures of held groups sent, not known to be done
+        #: workers a walk keeps busy (``Extraction.walk``): held groups fill only the others
+        self.reserved = 0
         self._lock = threading.RLock()  # the parent's thread and the pool's (done-callbacks) both feed
 
     def send(self, gs: Iterable[int]) -> list[Any]:
@@ -639,7 +641,7 @@ class _Feeder:
         with self._lock:
             self.inflight = [f for f in self.inflight if f is not None and not f.done()]
             want = []
-            while self.held and len(self.inflight) + len(want) < self.jobs:
+            while self.held and len(self.inflight) + len(want) < self.jobs - self.reserved:
                 g = self.held.popleft()
                 if g not in self.futures:
                     want.append(g)
@@ -1355,6 +1357,10 @@ class Extraction:
                             continue
                     if not inflight:
                         continue
+                    if self._feeder is not None:
+                        # the walk first: what it names is what the family forked at its end (or its
+                        # verdicts) waits for; the later stages fill the workers it leaves idle
+                        self._feeder.reserved = min(jobs, len(inflight))
                     self.feed()  # the later stages of the up-front extraction, a few at a time
                     if len(new) >= _LOOSE_BATCH and self.store.keeps:
                         self._keep(new, keys, write=False)  # into the bundles, a batch at a time
@@ -1378,6 +1384,9 @@ class Extraction:
         finally:
             _FORKED = None  # noqa: F841 - see _submitter
             self._keep(new, keys, write=False)  # what is left is written when the audit next waits, or at its end
+            if self._feeder is not None:
+                self._feeder.reserved = 0
+        self.feed()  # the walk's workers back to the later stages
         self._send_later()
         if self.after_walk is not None:
             self.after_walk()
