@@ -575,3 +575,33 @@ def test_a_walk_writes_the_facts_it_reads_while_the_workers_extract(tmp_path, mo
     again = audit([dist], config=conf, command="explain")
     assert again.stats["facts_extracted"] == 0
     assert [(f.code, f.location.member) for f in again.findings] == [(f.code, f.location.member) for f in first.findings]
+
+
+def test_a_fact_named_ahead_comes_along_with_its_members_parse_in_the_walk(tmp_path, monkeypatch):
+    # CU103 names every package's python_source ahead; a package the import closures' walk reaches
+    # has it extracted in the same chunk as its program (one parse, before the import family is
+    # forked), not sent again when the walk ends (a second parse, which the forked child redid itself)
+    from concurrent.futures import ProcessPoolExecutor
+
+    import cuaudit.engine as engine
+
+    files = {"pkg/__init__.py": "from . import _impl\nfrom . import api\n", "pkg/api.py": "X = 1\n",
+             "pkg/_impl/__init__.py": "from . import _core\n", "pkg/_impl/_core.py": "Y = 2\n",
+             **{f"pkg/_u{k}.py": f"U = {k}\n" for k in range(30)}}
+    dist = make_installed(tmp_path / "site", "pkg", files)
+    serial = audit([dist], config=Config(cache=False, jobs=1), command="explain")
+    monkeypatch.setattr(engine, "PARALLEL_MIN_TASKS", 1)
+    sent: list[tuple[str, tuple[str, ...]]] = []
+    real_submit = ProcessPoolExecutor.submit
+
+    def spied_submit(self, fn, *args, **kwargs):
+        chunk = next((a for a in args if isinstance(a, list)), [])  # _extract_forked(i, chunk, cache folder)
+        sent.extend((m.path, tuple(names)) for m, names in chunk)
+        return real_submit(self, fn, *args, **kwargs)
+
+    monkeypatch.setattr(ProcessPoolExecutor, "submit", spied_submit)
+    report = audit([make_installed(tmp_path / "site2", "pkg", files)], config=Config(cache=False, jobs=2), command="explain")
+    impl = [names for path, names in sent if path == "pkg/_impl/__init__.py"]
+    assert any("import_time" in names and "python_source" in names for names in impl), impl
+    assert sum("python_source" in names for names in impl) == 1, impl  # never sent a second time
+    assert [f.message.replace("site2", "site") for f in report.findings] == [f.message for f in serial.findings]

@@ -717,8 +717,10 @@ class Extraction:
         #: the same two counts for evidence members, extracted on demand (see on_demand)
         self.evidence_extracted = 0
         self.evidence_cached = 0
-        #: keys named ahead (``Facts.ahead``), sent at the end of the next walk
+        #: keys named ahead (``Facts.ahead``), sent at the end of the next walk; by member, their
+        #: extractors (what comes along with the member's parse before then: see _take)
         self._later: dict[tuple[int, str, str], None] = {}
+        self._later_at: dict[tuple[int, str], list[str]] = {}
         #: what was sent ahead and is not collected: [(future or None, artifact index, chunk, its keys)], and their cache keys
         self._sent: list[tuple[Any, int, list, set[tuple[int, str, str]]]] = []
         self._sent_keys: dict[tuple[int, str, str], str] = {}
@@ -860,10 +862,15 @@ class Extraction:
         todo: dict[int, dict[str, tuple[Member, list[str]]]] = {}
         bundles: dict[int, _OpenBundle] = {}
         along = facts_registry.flagged("extracted_along")
-        # what comes along with another on-demand fact of a member shares its parse (Extractor.extracted_along)
-        wanted = list(wanted) + [(i, path, n) for i, path, name in wanted if facts_registry.get(name).parses
-                                 for n in along if n != name and (i, path, n) in pending
-                                 and facts_registry.get(n).comes_along(pending[(i, path, n)])]
+        later = self._later_at
+        # what comes along with another on-demand fact of a member shares its parse: the extractors
+        # that always do (Extractor.extracted_along), and what a rule named ahead for that member
+        # (a package's python_source, CU103's, with the program the import closures' walk reads:
+        # extracted before the family is forked, in the same parse, instead of a second parse after)
+        wanted = list(wanted)
+        wanted += [(i, path, n) for i, path, name in wanted if facts_registry.get(name).parses
+                   for n in (*along, *later.get((i, path), ())) if n != name and (i, path, n) in pending
+                   and (n not in along or facts_registry.get(n).comes_along(pending[(i, path, n)]))]
         for key in wanted:
             member = pending.pop(key, None)
             if member is None:
@@ -939,7 +946,7 @@ class Extraction:
                 for n in names:
                     if (i, m.path, n) in facts.inflight:
                         facts.pending[(i, m.path, n)] = m
-        self._sent, self._sent_keys, self._later = [], {}, {}
+        self._sent, self._sent_keys, self._later, self._later_at = [], {}, {}, {}
         facts.inflight.clear()
         self._child, self.took = True, {}
         self._bundles_before = {bk: (set(b.values), set(b.used), set(b.rows)) for bk, b in self._bundles.items()}
@@ -1386,8 +1393,8 @@ class Extraction:
             self._keep(new, keys, write=False)  # what is left is written when the audit next waits, or at its end
             if self._feeder is not None:
                 self._feeder.reserved = 0
+        self._send_later()  # first in the workers' queue: the family forked now may read them
         self.feed()  # the walk's workers back to the later stages
-        self._send_later()
         if self.after_walk is not None:
             self.after_walk()
 
@@ -1395,15 +1402,18 @@ class Extraction:
     def ahead(self, wanted: list[tuple[int, str, str]]) -> None:
         """``Facts.ahead``: keep these keys for the end of the next walk. A walk (an import closure)
         is followed by the rules' longest stretch of computing alone (the verdicts over the
-        closures): the workers then extract what later rules will read in bulk.  With one job
+        closures): the workers then extract what later rules will read in bulk.  A key whose member
+        another fact parses before then comes along with it (:meth:`_take`).  With one job
         there is no one to send them to: they stay pending, and are read as usual."""
         if (self.config.jobs or _usable_cpus()) > 1 and self.keep_workers:
             self._later.update(dict.fromkeys(wanted))
+            for i, path, name in wanted:
+                self._later_at.setdefault((i, path), []).append(name)
 
     def _send_later(self) -> None:
         """Send the keys kept by :meth:`ahead` to the workers, without waiting for them."""
         global _FORKED
-        later, self._later = [k for k in self._later if k in self.facts.pending], {}
+        later, self._later, self._later_at = [k for k in self._later if k in self.facts.pending], {}, {}
         if not later or self._pool is None:
             return  # no pool running (nothing was sent to workers so far): they are read as usual
         tasks = self._take(later, self._sent_keys)
