@@ -260,3 +260,34 @@ def test_a_host_that_ignores_sigchld_still_gets_the_family(tmp_path, forks):
     assert len(forks) == 1
     serial = audit([_fresh(dist)], config=Config(cache=False, jobs=1), command="explain")
     assert _report(split) == _report(serial)
+
+
+def test_what_the_family_reads_and_the_workers_still_extract_is_collected_before_the_fork(tmp_path, monkeypatch):
+    # CU103 names every package's facts ahead and they are sent as the walk ends: in flight at the
+    # fork, the child would extract them again itself, one member at a time
+    files = {**FILES, **{f"pkg/p{i}/__init__.py": f"V = {i}\n" for i in range(4)},
+             **{f"pkg/p{i}/__init__.pyi": "V: int\n" for i in range(4)}}
+    dist = make_installed(tmp_path / "site", "pkg", files)
+    serial = audit([dist], config=Config(cache=False, jobs=1), command="explain")
+    monkeypatch.setattr(engine, "FORK_BESIDE_WORKERS", 1)
+    monkeypatch.setattr(engine, "PARALLEL_MIN_TASKS", 1)
+    extractions: list = []
+    at_fork: list[set[str]] = []
+    real_init, real_fork = engine.Extraction.__init__, forked.fork
+
+    def init(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        extractions.append(self)
+
+    def fork():
+        at_fork.append({k[2] for ex in extractions for k in ex.facts.inflight} if extractions else set())
+        return real_fork()
+
+    from cuaudit import rules
+
+    reads = {n for code in ("CU101", "CU102", "CU103", "CU104", "CU105") for n in rules.get(code).needs}
+    monkeypatch.setattr(engine.Extraction, "__init__", init)
+    monkeypatch.setattr(forked, "fork", fork)
+    report = audit([make_installed(tmp_path / "site2", "pkg", files)], config=Config(cache=False, jobs=2), command="explain")
+    assert "python_source" in reads and len(at_fork) == 1 and not at_fork[0] & reads, at_fork
+    assert [f.message.replace("site2", "site") for f in report.findings] == [f.message for f in serial.findings]
