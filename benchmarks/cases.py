@@ -505,6 +505,15 @@ CASES: list[Case] = [
     # issue 14: 88 popular distributions, 14.4 k Python files (benchmarks/accuracy.py's pinned set)
     *env_cases("env-popular", "env of 88 popular distributions (accuracy.py's tune set)", PopularVenv(),
                cold_targets=(Target("seconds", 8),), cached_targets=(Target("seconds", 1),), copied=True),
+    # the same packages as uv installs them by default: no bytecode files, so no __pycache__ header
+    # vouches for a source no rule reads (the format check reads each one)
+    Case("env-popular-without-bytecode-cold", "env of the 88 popular distributions without __pycache__ "
+         "(uv's default), no fact cache", {"env": CopiedVenv(PopularVenv(), bytecode=False)},
+         cuaudit=Cmd("cuaudit env (cold)", (*CUAUDIT, "env", "--python", "{env}", "--isolated", "--color", "never",
+                                            "-q", "--cache-dir", "{fresh}"), ok=(0, 1)),
+         peers=(Cmd("pip inspect", ("{py}", "-m", "pip", "--python", "{env}", "inspect")),),
+         floor=Cmd("read ELF+py+metadata files", ("{py}", "{bench}/floors.py", "read-tree", "{env.site}"),
+                   summary=True)),
     *env_cases("env-large", "env of a full CUDA Python environment (torch, cupy, cuda-bindings, rmm, "
                "CUDA 11 and 12 libraries)", LARGE_ENV,
                cold_targets=(Target("seconds", 10),), cached_targets=(Target("seconds", 1),)),

@@ -355,18 +355,22 @@ class PopularVenv(VenvInput):
 class CopiedVenv(VenvInput):
     """A copy of another environment input's virtual environment (``cp -a``: the same files, new
     inodes and ctimes), made once in the cache: a new environment of the same packages, whose
-    members share no key of identity with the original's."""
+    members share no key of identity with the original's.  ``bytecode=False``: without its
+    ``__pycache__`` folders, as uv installs by default (no ``--compile-bytecode``)."""
 
     of: Input
+    bytecode: bool = True
 
     def _resolve(self, run: Run) -> Venv:
         original = self.of.resolve(run)
         root = Path(original.python).parent.parent
-        copy = cache_dir() / "copied-venv" / hashlib.sha256(str(root).encode()).hexdigest()[:12]
+        kind = "copied-venv" if self.bytecode else "copied-venv-without-bytecode"
+        copy = cache_dir() / kind / hashlib.sha256(str(root).encode()).hexdigest()[:12]
         if not (copy / "bin" / "python").exists():
-            run.log(f"copying {root} to {copy} (once) ...")
+            run.log(f"copying {root} to {copy} (once{'' if self.bytecode else ', without __pycache__'}) ...")
             shutil.rmtree(copy, ignore_errors=True)
-            shutil.copytree(root, copy, symlinks=True)
+            shutil.copytree(root, copy, symlinks=True,
+                            ignore=None if self.bytecode else shutil.ignore_patterns("__pycache__"))
         python = copy / "bin" / "python"
         return Venv(python, _site_of(python))
 
