@@ -1786,7 +1786,7 @@ class _RuleRun:
         self._fork_tried = True
         # what the family reads and the workers still extract (named ahead, sent as its walk ended)
         # is collected first: the child would extract it again itself, one member at a time (the
-        # GPU machine's cold run: 0.9 s of its verdicts' critical path)
+        # GPU machine's cold run: 634 facts extracted, 1,674 read back from the cache in the child)
         reads = {n for rule in self.runnable if type(rule).__module__ == family for n in rule.needs}
         facts = extraction.facts  # type: ignore[union-attr]
         for key in [k for k in facts.inflight if k[2] in reads]:

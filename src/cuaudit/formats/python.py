@@ -138,11 +138,11 @@ def compiles(text: str, path: str = "<source>") -> bool:
     sources of an environment.  Where a check only asks whether a source parses (the format
     check of a module no pass reads), that is the whole answer.
 
-    One difference, at the nesting limit only: Python 3.12 and 3.13 build ``ast``'s Python
-    objects with a limit one or two levels below the compiler's, so an expression nested exactly
-    there (about 3,000 levels; 10,000 for attributes on 3.13) fails ``ast.parse`` but compiles,
-    and imports: here it is True, as the runtime says (``tests/test_format_check.py``).  On 3.10
-    and 3.11 the scopes' limit is the lower one: False, and the parse decides as before.
+    One difference, at the nesting limit only: from Python 3.11 on, ``ast`` builds its objects
+    with a recursion limit a few levels below the compiler's, so an expression nested right there
+    (about 3,000 levels; 10,000 for attributes on 3.13) fails ``ast.parse`` and yet compiles, and
+    imports: here it is True, as the runtime says.  Wherever this says True, ``compile()`` takes the
+    source too (``tests/test_on_demand_facts.py``, around the limit, on each Python CI runs).
     """
     import symtable
 
