@@ -81,21 +81,10 @@ def test_a_module_no_rule_reads_is_never_parsed(tmp_path, parsed):
     assert report.stats["facts_extracted"] > 0
 
 
-def test_without_bytecode_the_format_check_reads_every_module_and_builds_no_tree_no_pass_needs(tmp_path, parsed, monkeypatch):
-    checked: list[str] = []
-    real = python_format.compiles
-
-    def spy(text: str, path: str = "<source>") -> bool:
-        checked.append(path)
-        return real(text, path)
-
-    monkeypatch.setattr(python_format, "compiles", spy)
+def test_without_bytecode_the_format_check_parses_every_module(tmp_path, parsed):
     dist = _installed(tmp_path, PACKAGE, compiled=False)
     audit([dist], config=Config(cache=False, jobs=1), command="explain")
-    # the format check itself (CU006 must be found wherever it is), without a tree: no pass reads it
-    assert "pkg/_unread.py" in checked and "pkg/_unread.py" not in parsed
-    # a module the passes parsed is checked by their parse: neither parsed twice nor checked again
-    assert "pkg/core.py" in parsed and "pkg/core.py" not in checked
+    assert "pkg/_unread.py" in parsed  # the format check itself (CU006 must be found wherever it is)
 
 
 def test_without_bytecode_each_module_is_parsed_once_and_every_syntax_error_found(tmp_path, parsed):
@@ -110,8 +99,7 @@ def test_without_bytecode_each_module_is_parsed_once_and_every_syntax_error_foun
     seen = _relative(dist, parsed)
     # once each (the module that does not parse is read again for its bindings, in a batch of their own)
     assert all(seen.count(p) == 1 for p in seen if p != "pkg/core_broken.py") and seen.count("pkg/core_broken.py") <= 2
-    # what no pass parsed: checked without a tree where it compiles, parsed where it does not (to say why)
-    assert {"pkg/core.py", "pkg/_unread_broken.py"} <= set(seen) and "pkg/_unread.py" not in seen
+    assert {"pkg/core.py", "pkg/_unread.py", "pkg/_unread_broken.py"} <= set(seen)
     broken = sorted(f.location.member for f in report.findings if f.code == "CU006")
     assert broken == ["pkg/_unread_broken.py", "pkg/core_broken.py"]
     # the same findings as the format check alone, and as an environment with bytecode
@@ -255,110 +243,6 @@ def test_a_stale_or_forged_pyc_never_hides_a_syntax_error(tmp_path):
     _header(Path(importlib.util.cache_from_source(str(site / "pkg/forged.py"))), mtime=int(st.st_mtime), size=st.st_size + 3)
     report = audit([dist], config=Config(cache=False, jobs=1, select=("CU0",)), command="explain")
     assert sorted((f.code, f.location.member) for f in report.findings) == [("CU006", "pkg/__init__.py"), ("CU006", "pkg/forged.py")]
-
-
-# -- the format check without a tree (formats.python.compiles) ------------------------------------
-
-
-def _nested(kind: str, depth: int) -> str:
-    return {"unary": "x = " + "-" * depth + "1\n", "attribute": "x = a" + ".b" * depth + "\n",
-            "binary": "x = (" + "1 +\n" * depth + "1)\n", "call": "x = f" + "()" * depth + "\n"}[kind]
-
-
-def _runtime_compiles(text: str) -> bool:
-    try:
-        compile(text, "<nested>", "exec", dont_inherit=True)
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return False
-    return True
-
-
-@pytest.mark.parametrize("kind", ["unary", "attribute", "binary", "call"])
-def test_what_compiles_says_parses_the_runtime_compiles_at_the_nesting_limit(kind):
-    # the check without a tree is final when it says True: at the nesting limit, where ast's own
-    # construction stops one or two levels before the compiler (3.12, 3.13), the runtime is what
-    # it agrees with, and nowhere does it accept what the interpreter's compiler refuses
-    def deepest(accepts) -> int:
-        lo, hi = 1, 12_000
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            lo, hi = (mid, hi) if accepts(_nested(kind, mid)) else (lo, mid - 1)
-        return lo
-
-    limit = deepest(python_format.compiles)
-    for depth in (10, 1000, limit - 2, limit - 1, limit, limit + 1, limit + 2, limit + 50):
-        text = _nested(kind, depth)
-        if python_format.compiles(text):
-            assert _runtime_compiles(text), (kind, depth)
-            parsed = python_format.parse_python_text(text)
-            # the parse agrees, except in ast's last levels: refused with RecursionError, never another error
-            assert parsed.ok or "recursion" in parsed.error.message.lower(), (kind, depth, parsed.error)
-    assert limit > 1000 and not python_format.compiles(_nested(kind, 20_000))
-
-
-@pytest.mark.parametrize("text, parses", [
-    ("x = 1\n", True),
-    ("def (:\n", False),
-    ("x = (\n", False),
-    ("x = 1\0\n", False),
-    ("def f(a, a):\n    pass\n", True),  # the scopes refuse it, the grammar takes it: a parse decides
-    ("nonlocal x\n", True),
-    ("async def f():\n    await g()\n", True),
-    ("await g()\n", True),
-    ("x: int = 1\nmatch x:\n    case 1:\n        pass\n", True),
-])
-def test_the_check_without_a_tree_and_the_parse_give_one_verdict(tmp_path, text, parses):
-    from conftest import make_tree
-    from cuaudit.formats.python import parse_python_text
-
-    [art] = resolve([str(make_tree(tmp_path, {"m.py": text}))])
-    reader, parsed_reader = _reader(art, "m.py"), _reader(art, "m.py")
-    error = reader.python_error()
-    assert (error is None) == parses == parsed_reader.python().ok
-    if error is not None:
-        assert error.message == parsed_reader.python().error.message
-    assert "python" in reader.__dict__.get("_formats", {}) or error is None  # a tree only to say why
-    if parses and python_format.compiles(text):
-        assert "python" not in reader.__dict__.get("_formats", {})
-    assert parse_python_text(text).ok == parses
-
-
-def test_the_check_without_a_tree_agrees_with_the_parse_on_every_stdlib_module():
-    import sysconfig
-
-    root = Path(sysconfig.get_paths()["stdlib"])
-    checked = 0
-    for path in sorted(root.rglob("*.py"))[:3000]:
-        data = path.read_bytes()
-        try:
-            text = python_format.decode_python(data, str(path))
-        except InputError:
-            continue
-        module = python_format.parse_python_text(text, str(path))
-        if python_format.compiles(text, str(path)):
-            assert module.ok, path
-        checked += 1
-    assert checked > 500
-
-
-def test_the_format_check_comes_after_the_passes_that_parse_and_shares_their_parse(tmp_path, parsed, monkeypatch):
-    from cuaudit.engine import _extract_group
-
-    checked: list[str] = []
-    real = python_format.compiles
-    monkeypatch.setattr(python_format, "compiles", lambda text, path="<source>": checked.append(path) or real(text, path))
-    text = "import numpy as np\n\ndef f(a):\n    return a.astype(np.float32)\n"
-    [art] = resolve([str(make_tree(tmp_path, {"m.py": text, "n.py": "x = 1\n"}))])
-    # asked first, it runs last: promotion_source parses m.py, and the check shares that parse
-    rows = _extract_group(art, [(art.member("m.py"), ("format", "promotion_source")), (art.member("n.py"), ("format",))])
-    assert [(p, n, ok) for p, n, ok, _ in rows] == [("m.py", "format", True), ("m.py", "promotion_source", True),
-                                                    ("n.py", "format", True)]  # rows in the order asked
-    assert _relative_paths(parsed) == ["m.py"] and _relative_paths(checked) == ["n.py"]
-    assert rows[1][3] != PromotionFacts()  # promotion_source did parse it
-
-
-def _relative_paths(paths: list[str]) -> list[str]:
-    return [os.path.basename(p) for p in paths]
 
 
 # -- promotion_source without a parse ------------------------------------------------------------

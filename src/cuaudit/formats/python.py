@@ -127,32 +127,6 @@ def parse_python_text(text: str, path: str = "<source>") -> PythonModule:
     return PythonModule(path, text, tree, None, lines)
 
 
-def compiles(text: str, path: str = "<source>") -> bool:
-    """Whether CPython's compiler front end takes ``text`` (its tokens, grammar and scopes), known
-    without building the ``ast`` tree :func:`parse_python_text` builds.
-
-    True is final: the source parses.  False says nothing: parse it to learn why (or that it
-    parses after all: the scopes reject what the grammar accepts, ``def f(a, a)``, ``nonlocal``
-    at module level).  It runs the interpreter's ``symtable``: the same parser into its C arena,
-    then one object per scope instead of one per node, 40 % less time than ``ast.parse`` on the
-    sources of an environment.  Where a check only asks whether a source parses (the format
-    check of a module no pass reads), that is the whole answer.
-
-    One difference, at the nesting limit only: from Python 3.11 on, ``ast`` builds its objects
-    with a recursion limit a few levels below the compiler's, so an expression nested right there
-    (about 3,000 levels; 10,000 for attributes on 3.13) fails ``ast.parse`` and yet compiles, and
-    imports: here it is True, as the runtime says.  Wherever this says True, ``compile()`` takes the
-    source too (``tests/test_on_demand_facts.py``, around the limit, on each Python CI runs).
-    """
-    import symtable
-
-    try:
-        symtable.symtable(text, path, "exec")
-    except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError):
-        return False
-    return True
-
-
 # -- walking the tree: ast.walk / ast.iter_child_nodes without their per-node generators ---------
 #
 # The passes visit every node of every module (the stdlib's too): ``ast.iter_child_nodes``
