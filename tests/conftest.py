@@ -131,6 +131,26 @@ def tree_factory(tmp_path: Path):
     return factory
 
 
+@pytest.fixture
+def walking(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """``[True]`` while an ``engine.Extraction.walk`` runs in this process (the import closures'),
+    ``[False]`` otherwise: for spies that tell what happens during a walk from what happens after."""
+    import cuaudit.engine as engine
+
+    flag = [False]
+    real = engine.Extraction.walk
+
+    def walk(self, *args, **kwargs):
+        flag[0] = True
+        try:
+            return real(self, *args, **kwargs)
+        finally:
+            flag[0] = False
+
+    monkeypatch.setattr(engine.Extraction, "walk", walk)
+    return flag
+
+
 # -- the CLI, in process ----------------------------------------------------------------
 
 

@@ -424,7 +424,7 @@ def test_an_open_bundle_drops_the_facts_of_members_changed_since(tmp_path):
     assert any(k.endswith(new) for k in values) and not any(k.endswith(old) for k in values)
 
 
-def test_a_walk_writes_the_facts_it_reads_while_the_workers_extract(tmp_path, monkeypatch):
+def test_a_walk_writes_the_facts_it_reads_while_the_workers_extract(tmp_path, monkeypatch, walking):
     # an import chain walked level by level in the workers: what came back is kept and written
     # while the parent waits on the next chunks (while none is back, engine._LOOSE_SLICE at a
     # time), not all at once when the walk ends (the parent then computes the verdicts alone:
@@ -436,22 +436,14 @@ def test_a_walk_writes_the_facts_it_reads_while_the_workers_extract(tmp_path, mo
     dist = make_installed(tmp_path / "site", "pkg", files)
     monkeypatch.setattr(engine, "_LOOSE_BATCH", 4)
     monkeypatch.setattr(engine, "PARALLEL_MIN_TASKS", 1)
-    walking, written = [False], []
-    walk, write = engine.Extraction.walk, engine.Extraction._write_loose
-
-    def spied_walk(self, *args, **kwargs):
-        walking[0] = True
-        try:
-            return walk(self, *args, **kwargs)
-        finally:
-            walking[0] = False
+    written: list[int] = []
+    write = engine.Extraction._write_loose
 
     def spied_write(self, most=None):
         if walking[0] and self._loose:
             written.append(len(self._loose))
         return write(self, most)
 
-    monkeypatch.setattr(engine.Extraction, "walk", spied_walk)
     monkeypatch.setattr(engine.Extraction, "_write_loose", spied_write)
     conf = Config(cache_dir=str(tmp_path / "cache"), jobs=2)
     first = audit([dist], config=conf, command="explain")

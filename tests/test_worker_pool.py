@@ -314,26 +314,17 @@ def test_held_stages_fill_only_the_workers_a_walk_leaves_idle():
     assert sent == [0, 1, 2]  # one per worker in flight, as before any walk
 
 
-def test_a_walk_reserves_its_workers_and_gives_them_back_when_it_ends(tmp_path, monkeypatch, LEVELS):
+def test_a_walk_reserves_its_workers_and_gives_them_back_when_it_ends(tmp_path, monkeypatch, LEVELS, walking):
     dist = make_installed(tmp_path / "site", "pkg", LEVELS)
     serial = audit([dist], config=Config(cache=False, jobs=1), command="explain")
     seen: list[tuple[bool, int]] = []  # (inside a walk, workers reserved) at each top-up
-    walking = [False]
-    real_feed, real_walk = engine._Feeder.feed, engine.Extraction.walk
+    real_feed = engine._Feeder.feed
 
     def feed(self):
         seen.append((walking[0], self.reserved))
         return real_feed(self)
 
-    def walk(self, *args, **kwargs):
-        walking[0] = True
-        try:
-            return real_walk(self, *args, **kwargs)
-        finally:
-            walking[0] = False
-
     monkeypatch.setattr(engine._Feeder, "feed", feed)
-    monkeypatch.setattr(engine.Extraction, "walk", walk)
     report = audit([make_installed(tmp_path / "site2", "pkg", LEVELS)], config=Config(cache=False, jobs=2),
                    command="explain")
     assert any(inside and reserved > 0 for inside, reserved in seen)  # the walk kept its workers

@@ -7,6 +7,9 @@
 #   warm_site          the audited site's files read once, so that every run finds them in the page cache
 #   drop_snapshot DIR  the environment snapshots of the cache in DIR dropped (as after any change to one
 #                      installed file): the next run reads the facts cached, and runs every rule
+#   cold_then_cached DIR FN
+#                      FN cold, then FN fc: a run with an empty fact cache in DIR, then one with its facts
+#                      cached but the snapshot dropped (FN gets the run's name and the cache folder)
 #   content_only DIR   only the facts by content kept (the rows by identity, the bundles and the snapshot
 #                      dropped): what a new virtual environment of the same packages finds
 # cuaudit runs from the source tree through sys.path, never PYTHONPATH: the audited interpreter (this
@@ -54,4 +57,14 @@ drop_snapshot() {
 
 content_only() {
   $PY -c "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); print(db.execute(\"DELETE FROM facts WHERE key NOT LIKE '%:sha256:%'\").rowcount, 'rows dropped'); db.commit(); db.execute('VACUUM')" "$1/facts.sqlite3"
+}
+
+cold_then_cached() {
+  local cache=$1 fn=$2 run
+  rm -rf "$cache"
+  for run in cold fc; do
+    [ $run = fc ] && drop_snapshot "$cache"
+    echo "== $run"
+    "$fn" $run "$cache"
+  done
 }

@@ -10,18 +10,14 @@ install_wheels || exit 1
 export CUAUDIT_SRC=/tmp/site
 machine
 warm_site
-rm -rf /tmp/c-ch
-for run in cold fc; do
-  [ $run = fc ] && drop_snapshot /tmp/c-ch
-  echo "== $run"
-  t $PY scripts/child_reads.py -- env -q --cache-dir /tmp/c-ch --format json -o "$OUT/env-$run.json" --exit-zero 2> "$OUT/child-$run.txt"
-  cut -c1-600 "$OUT/child-$run.txt"
-done
+child_reads() {  # child_reads RUN CACHE
+  t $PY scripts/child_reads.py -- env -q --cache-dir "$2" --format json -o "$OUT/env-$1.json" --exit-zero 2> "$OUT/child-$1.txt"
+  cut -c1-600 "$OUT/child-$1.txt"
+}
+cold_then_cached /tmp/c-ch child_reads
 SPY=/tmp/site/bin/py-spy
 [ -x $SPY ] || exit 0
-rm -rf /tmp/c-spy
-for run in cold fc; do
-  [ $run = fc ] && drop_snapshot /tmp/c-spy
-  echo "== py-spy $run"
-  t $SPY record --subprocesses -r 100 -f raw -o "$OUT/spy-$run.txt" -- "${CU[@]}" env -q --cache-dir /tmp/c-spy --format json -o "$OUT/spy-env-$run.json" --exit-zero 2>&1 | tail -3
-done
+sampled() {  # sampled RUN CACHE
+  t $SPY record --subprocesses -r 100 -f raw -o "$OUT/spy-$1.txt" -- "${CU[@]}" env -q --cache-dir "$2" --format json -o "$OUT/spy-env-$1.json" --exit-zero 2>&1 | tail -3
+}
+cold_then_cached /tmp/c-spy sampled

@@ -9,12 +9,10 @@ install_wheels || exit 1
 export CUAUDIT_SRC=/tmp/site
 machine
 warm_site
-rm -rf /tmp/c-tl
-for run in cold fc; do
-  [ $run = fc ] && drop_snapshot /tmp/c-tl
-  echo "== $run"
-  t $PY scripts/timeline.py "$OUT/tl-$run.log" -- env -q --cache-dir /tmp/c-tl --format json -o "$OUT/env-$run.json" --exit-zero
-  $PY scripts/timeline.py --summary "$OUT/tl-$run.log" > "$OUT/tl-$run.txt"
-  head -5 "$OUT/tl-$run.txt"; grep -v "^R" "$OUT/tl-$run.txt" | grep "^P\|^END\|walk\|_bundle_up\|flush\|settle"
-  awk '$1 == "R" && $3 - $2 > 0.1' "$OUT/tl-$run.txt"
-done
+timeline() {  # timeline RUN CACHE
+  t $PY scripts/timeline.py "$OUT/tl-$1.log" -- env -q --cache-dir "$2" --format json -o "$OUT/env-$1.json" --exit-zero
+  $PY scripts/timeline.py --summary "$OUT/tl-$1.log" > "$OUT/tl-$1.txt"
+  head -5 "$OUT/tl-$1.txt"; grep -v "^R" "$OUT/tl-$1.txt" | grep "^P\|^END\|walk\|_bundle_up\|flush\|settle"
+  awk '$1 == "R" && $3 - $2 > 0.1' "$OUT/tl-$1.txt"
+}
+cold_then_cached /tmp/c-tl timeline

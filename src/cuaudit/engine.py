@@ -708,10 +708,9 @@ class Extraction:
         #: the same two counts for evidence members, extracted on demand (see on_demand)
         self.evidence_extracted = 0
         self.evidence_cached = 0
-        #: keys named ahead (``Facts.ahead``), sent at the end of the next walk; by member, their
-        #: extractors (what comes along with the member's parse before then: see _take)
-        self._later: dict[tuple[int, str, str], None] = {}
-        self._later_at: dict[tuple[int, str], list[str]] = {}
+        #: keys named ahead (``Facts.ahead``), by member: (artifact index, path) -> extractors; sent at
+        #: the end of the next walk, or along with the member's parse before then (see _take)
+        self._later: dict[tuple[int, str], dict[str, None]] = {}
         #: what was sent ahead and is not collected: [(future or None, artifact index, chunk, its keys)], and their cache keys
         self._sent: list[tuple[Any, int, list, set[tuple[int, str, str]]]] = []
         self._sent_keys: dict[tuple[int, str, str], str] = {}
@@ -853,7 +852,7 @@ class Extraction:
         todo: dict[int, dict[str, tuple[Member, list[str]]]] = {}
         bundles: dict[int, _OpenBundle] = {}
         along = facts_registry.flagged("extracted_along")
-        later = self._later_at
+        later = self._later
         # what comes along with another on-demand fact of a member shares its parse: the extractors
         # that always do (Extractor.extracted_along), and what a rule named ahead for that member
         # (a package's python_source, CU103's, with the program the import closures' walk reads:
@@ -937,7 +936,7 @@ class Extraction:
                 for n in names:
                     if (i, m.path, n) in facts.inflight:
                         facts.pending[(i, m.path, n)] = m
-        self._sent, self._sent_keys, self._later, self._later_at = [], {}, {}, {}
+        self._sent, self._sent_keys, self._later = [], {}, {}
         facts.inflight.clear()
         self._child, self.took = True, {}
         self._bundles_before = {bk: (set(b.values), set(b.used), set(b.rows)) for bk, b in self._bundles.items()}
@@ -1397,14 +1396,15 @@ class Extraction:
         another fact parses before then comes along with it (:meth:`_take`).  With one job
         there is no one to send them to: they stay pending, and are read as usual."""
         if (self.config.jobs or _usable_cpus()) > 1 and self.keep_workers:
-            self._later.update(dict.fromkeys(wanted))
             for i, path, name in wanted:
-                self._later_at.setdefault((i, path), []).append(name)
+                self._later.setdefault((i, path), {})[name] = None
 
     def _send_later(self) -> None:
         """Send the keys kept by :meth:`ahead` to the workers, without waiting for them."""
         global _FORKED
-        later, self._later, self._later_at = [k for k in self._later if k in self.facts.pending], {}, {}
+        pending = self.facts.pending
+        later = [k for (i, path), names in self._later.items() for n in names if (k := (i, path, n)) in pending]
+        self._later = {}
         if not later or self._pool is None:
             return  # no pool running (nothing was sent to workers so far): they are read as usual
         tasks = self._take(later, self._sent_keys)
