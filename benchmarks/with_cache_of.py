@@ -2,7 +2,7 @@
 
 ``python with_cache_of.py CACHE_DIR COPY_DIR cmd args...``: what ``cuaudit env`` of a new virtual
 environment of the same packages costs when the cache holds what an audit of the first one left
-(its facts are found by content, ``engine._ByContent``: every key of identity differs).  The copy is
+(its facts are found by content, ``workers._ByContent``: every key of identity differs).  The copy is
 made for each run, so that no run finds what the one before it wrote; the command replaces this
 process (``exec``): the harness measures it, plus the copy (about 0.1 s for 160 MB).
 """

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""What the forked family's child (``engine._RuleRun._fork_here``) extracts itself, and for whom.
+"""What the forked family's child (``rule_run.RuleRun._fork_here``) extracts itself, and for whom.
 
     python scripts/child_reads.py -- env --python /path/to/python --cache-dir DIR
 
 Runs cuaudit in this process (``src`` first on ``sys.path``; ``CUAUDIT_SRC`` puts more paths first)
 and prints to stderr, when the child hands its result back: its wall time since the fork, the time
-it spent extracting in process (``engine._extract_group``), how many modules it parsed, the facts it
+it spent extracting in process (``workers.extract_group``), how many modules it parsed, the facts it
 took by extractor, and the call paths that made it extract most often.  ``FORK_BESIDE_WORKERS=N``
-sets ``engine.FORK_BESIDE_WORKERS`` (1: fork beside busy workers on any machine).  A diagnostic for
+sets ``rule_run.FORK_BESIDE_WORKERS`` (1: fork beside busy workers on any machine).  A diagnostic for
 developers: it patches engine internals, and a change there may need it changed too.
 """
 
@@ -23,14 +23,16 @@ import traceback
 def main(argv: list[str]) -> None:
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:0] = [p for p in os.environ.get("CUAUDIT_SRC", "").split(os.pathsep) if p] + [os.path.join(here, "..", "src")]
-    import cuaudit.engine as engine
+    import cuaudit.extraction as extraction
+    import cuaudit.rule_run as rule_run
+    import cuaudit.workers as workers
     import cuaudit.formats.python as python
 
     if os.environ.get("FORK_BESIDE_WORKERS"):
-        engine.FORK_BESIDE_WORKERS = int(os.environ["FORK_BESIDE_WORKERS"])
+        rule_run.FORK_BESIDE_WORKERS = int(os.environ["FORK_BESIDE_WORKERS"])
     state: dict = {}
 
-    extract_group = engine._extract_group
+    extract_group = workers.extract_group
 
     def timed_group(*args, **kwargs):  # type: ignore[no-untyped-def]
         if "t0" not in state:
@@ -43,7 +45,7 @@ def main(argv: list[str]) -> None:
         finally:
             state["extracting"] += time.perf_counter() - t
 
-    engine._extract_group = timed_group
+    workers.extract_group = timed_group
     parse = python.parse_python
 
     def counted_parse(data, path="<source>"):  # type: ignore[no-untyped-def]
@@ -53,7 +55,7 @@ def main(argv: list[str]) -> None:
         return parse(data, path)
 
     python.parse_python = counted_parse
-    become, delta = engine.Extraction.become_child, engine.Extraction.child_delta
+    become, delta = extraction.Extraction.become_child, extraction.Extraction.child_delta
 
     def become_child(self):  # type: ignore[no-untyped-def]
         state.update(t0=time.perf_counter(), paths=collections.Counter(), extracting=0.0, parsed=0, parsed_bytes=0)
@@ -71,8 +73,8 @@ def main(argv: list[str]) -> None:
             print(f"  {n:5d} x " + " < ".join(reversed(where)), file=out)
         return got
 
-    engine.Extraction.become_child = become_child
-    engine.Extraction.child_delta = child_delta
+    extraction.Extraction.become_child = become_child
+    extraction.Extraction.child_delta = child_delta
     from cuaudit.cli import entry
 
     sys.argv = ["cuaudit", *argv]

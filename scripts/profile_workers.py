@@ -9,7 +9,7 @@ forked worker's chunks profiled (``cProfile``, process CPU time) into ``OUT_DIR/
 rewritten after each chunk (a pool's workers end without running exit handlers), and the parent's
 own run into ``OUT_DIR/parent.prof``.  ``--summary`` merges the workers' profiles and prints the N
 costliest functions by their own time and by cumulative time.  A diagnostic for developers: it
-patches ``engine._extract_forked``, and a change there may need it changed too.
+patches ``workers.extract_forked``, and a change there may need it changed too.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ def record(out: str, argv: list[str]) -> None:
     os.makedirs(out, exist_ok=True)
     import cProfile
 
-    import cuaudit.engine as engine
+    import cuaudit.workers as workers
 
-    forked = engine._extract_forked
+    forked = workers.extract_forked
     state: dict[str, object] = {}
 
     def extract_forked(i, tasks, *args):
@@ -44,7 +44,7 @@ def record(out: str, argv: list[str]) -> None:
 
     # sent to the workers by reference (module and name), as the function it stands in for
     extract_forked.__module__, extract_forked.__qualname__ = forked.__module__, forked.__qualname__
-    engine._extract_forked = extract_forked
+    workers.extract_forked = extract_forked
     from cuaudit.cli import main
 
     parent = cProfile.Profile(time.process_time)

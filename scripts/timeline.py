@@ -10,7 +10,7 @@ three things logged to LOG, in seconds since start:
 
 - ``W<pid> start end n first-member (extractors)``: each chunk a forked worker extracted;
 - ``R start end CODE``: each rule's ``check``;
-- ``P start end rules a..b``: each batch of rules the staged extraction ran (``engine._RuleRun``);
+- ``P start end rules a..b``: each batch of rules the staged extraction ran (``rule_run.RuleRun``);
 - ``S start end name``: each call of the parent's other phases (``PHASES``: listing, extraction,
   settling, the cache's writes, the snapshot, the report), and ``WAIT`` lines for the parent's
   waits on the worker pool (``concurrent.futures.wait``: the walk's and the feeder's);
@@ -40,11 +40,12 @@ def record(log: str, argv: list[str]) -> None:
         with open(log, "a") as fh:  # appended by the forked workers too
             fh.write(line + "\n")
 
-    import cuaudit.engine as engine
+    import cuaudit.rule_run as rule_run
+    import cuaudit.workers as workers
     from cuaudit import rules
     from cuaudit.config import Config
 
-    forked = engine._extract_forked
+    forked = workers.extract_forked
 
     def extract_forked(i, tasks, *args):
         start = time.time()
@@ -54,15 +55,15 @@ def record(log: str, argv: list[str]) -> None:
 
     # sent to the workers by reference (module and name), as the function it stands in for
     extract_forked.__module__, extract_forked.__qualname__ = forked.__module__, forked.__qualname__
-    engine._extract_forked = extract_forked
-    run_until = engine._RuleRun.run_until
+    workers.extract_forked = extract_forked
+    run_until = rule_run.RuleRun.run_until
 
     def staged(self, last):
         start, first = time.time(), self.ran
         run_until(self, last)
         write(f"P {start - t0:.3f} {time.time() - t0:.3f} rules {first}..{self.ran}")
 
-    engine._RuleRun.run_until = staged
+    rule_run.RuleRun.run_until = staged
     _sample_memory(write, t0)
     import importlib
 
@@ -98,12 +99,12 @@ def record(log: str, argv: list[str]) -> None:
 
 #: the parent's phases logged as ``S`` lines (module:qualified name)
 PHASES = (
-    "cuaudit.engine:_collect", "cuaudit.engine:_list_safely", "cuaudit.engine:Extraction.run",
-    "cuaudit.engine:Extraction.walk", "cuaudit.engine:Extraction.settle", "cuaudit.engine:Extraction._write_loose",
-    "cuaudit.engine:Extraction.flush", "cuaudit.engine:Extraction.close", "cuaudit.engine:_RuleRun.finish",
-    "cuaudit.engine:suppressions_for", "cuaudit.engine:_report", "cuaudit.snapshot:save", "cuaudit.engine:_Feeder.wait",
-    "cuaudit.engine:Extraction.stop_workers", "cuaudit.engine:audit_stats", "cuaudit.commands.env:emit",
-    "cuaudit.engine:Extraction._bundle_up",
+    "cuaudit.engine:_collect", "cuaudit.engine:_list_safely", "cuaudit.extraction:Extraction.run",
+    "cuaudit.extraction:Extraction.walk", "cuaudit.extraction:Extraction.settle", "cuaudit.extraction:Extraction._write_loose",
+    "cuaudit.extraction:Extraction.flush", "cuaudit.extraction:Extraction.close", "cuaudit.rule_run:RuleRun.finish",
+    "cuaudit.engine:suppressions_for", "cuaudit.engine:_report", "cuaudit.snapshot:save", "cuaudit.extraction:_Feeder.wait",
+    "cuaudit.extraction:Extraction.stop_workers", "cuaudit.engine:audit_stats", "cuaudit.commands.env:emit",
+    "cuaudit.extraction:Extraction._bundle_up",
     # every wait of the parent on the pool's futures: the walk's and the feeder's (imported where
     # they wait, so the patched function is the one they call)
     "concurrent.futures:wait",

@@ -133,12 +133,12 @@ def tree_factory(tmp_path: Path):
 
 @pytest.fixture
 def walking(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """``[True]`` while an ``engine.Extraction.walk`` runs in this process (the import closures'),
+    """``[True]`` while an ``extraction.Extraction.walk`` runs in this process (the import closures'),
     ``[False]`` otherwise: for spies that tell what happens during a walk from what happens after."""
-    import cuaudit.engine as engine
+    import cuaudit.extraction as extraction
 
     flag = [False]
-    real = engine.Extraction.walk
+    real = extraction.Extraction.walk
 
     def walk(self, *args, **kwargs):
         flag[0] = True
@@ -147,7 +147,7 @@ def walking(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
         finally:
             flag[0] = False
 
-    monkeypatch.setattr(engine.Extraction, "walk", walk)
+    monkeypatch.setattr(extraction.Extraction, "walk", walk)
     return flag
 
 

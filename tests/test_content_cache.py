@@ -1,4 +1,4 @@
-"""Facts found by content (``engine._ByContent``): the cache serves a member's facts to any member of
+"""Facts found by content (``workers._ByContent``): the cache serves a member's facts to any member of
 the same path and bytes - a new virtual environment of the same packages, a wheel built again, a
 copied tree - and never a fact that rests on more than those bytes."""
 
@@ -185,7 +185,7 @@ def test_a_fact_stored_by_content_is_stored_once(tmp_path, jobs):
     # the bundles that serve the next audit of the same files name the rows by content instead of
     # holding their values a second time: up front (a wheel's facts, in its bundle) and on demand
     # (an environment's Python facts, in its open bundle), each in a cache of its own
-    from cuaudit.engine import ByContent
+    from cuaudit.extraction import ByContent
 
     files = {**PACKAGE, "pkg/lib.py": "import ctypes\nlib = ctypes.CDLL('libfoo.so')\n"}
     inputs = {"wheel": ([str(make_wheel(tmp_path, "pkg", "1.0", files))], "check", "bundle:"),
@@ -232,7 +232,7 @@ def test_facts_found_by_content_are_named_not_stored_again(tmp_path, jobs):
     # a new venv of the same packages (what CI makes on every run) finds its facts by content: its
     # bundles name those rows, and neither the rows nor the values are written again (they were
     # held by value in the new bundles, and each CI run grew the cache by a whole copy)
-    from cuaudit.engine import ByContent
+    from cuaudit.extraction import ByContent
 
     site = tmp_path / "one"
     conf = Config(cache_dir=str(tmp_path / "cache"), jobs=jobs)
@@ -259,9 +259,10 @@ def test_facts_found_by_content_are_named_not_stored_again(tmp_path, jobs):
 
 
 def test_facts_kept_by_content_are_written_a_slice_at_a_time_in_order_and_none_lost(tmp_path):
-    # a walk writes them while no chunk is back, a slice at a time (engine.Extraction.walk); the
+    # a walk writes them while no chunk is back, a slice at a time (extraction.Extraction.walk); the
     # rest is written when the audit ends (Extraction.flush)
-    from cuaudit.engine import Extraction, Pickled
+    from cuaudit.extraction import Extraction
+    from cuaudit.workers import Pickled
 
     ex = Extraction(Config(cache_dir=str(tmp_path / "cache"), jobs=1), None)
     rows = [(f"1:test:fact:1:sha256:{i:02d}", Pickled(repr(i).encode())) for i in range(5)]

@@ -368,7 +368,7 @@ def test_stream_lists_device_code_whatever_read_the_sections_first():
 def test_one_inflation_serves_every_elf_pass(tmp_path):
     """The fat-binary scan watches the stream from the engine's prepare step, before the passes
     that read ahead: the member is inflated once (it was twice for torch's large libraries)."""
-    from cuaudit.engine import _extract_group
+    from cuaudit.workers import extract_group
     from cuaudit.inputs.wheel import WheelArtifact
     from conftest import make_wheel
 
@@ -379,6 +379,6 @@ def test_one_inflation_serves_every_elf_pass(tmp_path):
     opens: list[str] = []
     real_open = art.open_member
     art.open_member = lambda path: opens.append(path) or real_open(path)  # type: ignore[method-assign]
-    out = {name: value for _p, name, ok, value in _extract_group(art, [(member, ("format", "elf", "fatbin"))]) if ok}
+    out = {name: value for _p, name, ok, value in extract_group(art, [(member, ("format", "elf", "fatbin"))]) if ok}
     assert [e.arch for e in out["fatbin"].entries] == ["sm_80"]
     assert opens == ["dev/libdev.so"]

@@ -13,7 +13,7 @@ from marker_rules import CRASH, INFO, WARN, marker_rules, only_cu0  # noqa: F401
 
 import cuaudit
 import cuaudit.inputs
-from cuaudit import audit, engine
+from cuaudit import audit, engine, extraction, workers
 from cuaudit import facts as facts_registry
 from cuaudit import rules as rules_registry
 from cuaudit.baseline import read_baseline, write_baseline
@@ -377,7 +377,7 @@ def test_identical_members_at_different_paths_keep_their_own_facts(tmp_path, mar
     whl = make_wheel(tmp_path, "twins", "1.0", {"twins/a/__init__.py": same, "twins/b/__init__.py": same})
     conf = only_cu0(cache_dir=str(tmp_path / "cache"), jobs=1)
     for _ in range(2):
-        ex = engine.Extraction(conf, None)
+        ex = extraction.Extraction(conf, None)
         [art] = cuaudit.inputs.resolve([str(whl)])
         ex.run([art], lambda m: ("test-marker",) if m.path.endswith(".py") else ())
         got = {path: fact.path for (_, path, _), fact in ex.facts.items()}
@@ -403,7 +403,7 @@ def test_a_fact_that_does_not_pickle_is_used_but_not_cached(two_trees, marker_ru
         conf = only_cu0(cache_dir=str(tmp_path / f"cache{jobs}"), jobs=jobs)
         report = audit(two_trees, config=conf)
         # the two trees hold the same files: the second one's format facts may be found by the
-        # first one's bytes (engine._by_content), the marker's never (they do not pickle)
+        # first one's bytes (workers._ByContent), the marker's never (they do not pickle)
         assert len(report.findings) == 60
         # (a chunk whose results cannot travel back from a worker is redone here: what the worker
         # stored by content is then found, the format facts of both trees)
@@ -511,7 +511,7 @@ def test_a_cached_artifact_is_one_bundle_read_and_a_changed_member_falls_back_to
     conf = only_cu0(cache_dir=str(tmp_path / "cache"), jobs=1)
 
     def run(path):
-        ex = engine.Extraction(conf, None)
+        ex = extraction.Extraction(conf, None)
         [art] = cuaudit.inputs.resolve([str(path)])
         ex.run([art], lambda m: ("test-marker",) if m.path.endswith(".py") else ())
         ex.store.close()
@@ -520,13 +520,13 @@ def test_a_cached_artifact_is_one_bundle_read_and_a_changed_member_falls_back_to
     first = run(whl)
     assert first.extracted == 5 and first.cached == 0
     reads = []
-    get_many = engine.FactStore.get_many
-    engine.FactStore.get_many = lambda self, keys: reads.append(len(list(keys := list(keys)))) or get_many(self, keys)
+    get_many = FactStore.get_many
+    FactStore.get_many = lambda self, keys: reads.append(len(list(keys := list(keys)))) or get_many(self, keys)
     try:
         second = run(whl)
     finally:
-        engine.FactStore.get_many = get_many
-    # one bundle, then the five rows it names by content (engine.ByContent), in one read
+        FactStore.get_many = get_many
+    # one bundle, then the five rows it names by content (extraction.ByContent), in one read
     assert second.extracted == 0 and second.cached == 5 and second.store.hits == 6 and [n for n in reads if n] == [1, 5]
     (whl / "pkg" / "m0.py").unlink()
     changed = make_tree(whl, {"pkg/m0.py": f"x = 99  # {WARN}\n"})
@@ -535,7 +535,7 @@ def test_a_cached_artifact_is_one_bundle_read_and_a_changed_member_falls_back_to
     assert third.extracted == 1 and third.cached == 4
     # a wheel's members are keyed by the archive file too (CRC-32 can be forged), so another file
     # of the same members shares nothing by identity: it finds their facts by content instead
-    # (SHA-256 of path and bytes, engine._by_content), here the tree's first files
+    # (SHA-256 of path and bytes, workers._ByContent), here the tree's first files
     whl = make_wheel(tmp_path, "bundled", "1.0", files)
     wheel = run(whl)
     assert wheel.extracted == 0 and wheel.cached == wheel.by_content == 5
@@ -560,10 +560,10 @@ def test_an_archive_member_read_by_several_extractors_is_inflated_once(tmp_path)
         return real(path)
 
     art.open_member = counting
-    results = engine._extract_group(art, [(member, ("python_source", "module_imports"))])
+    results = workers.extract_group(art, [(member, ("python_source", "module_imports"))])
     assert [(name, ok) for _path, name, ok, _v in results] == [("python_source", True), ("module_imports", True)]
     assert opened == ["shared/__init__.py"]  # once, for both
     # one extractor alone streams the member itself (nothing to share)
     opened.clear()
-    engine._extract_group(art, [(member, ("python_source",))])
+    workers.extract_group(art, [(member, ("python_source",))])
     assert opened == ["shared/__init__.py"]

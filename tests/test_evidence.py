@@ -34,7 +34,7 @@ def test_the_standard_library_is_evidence_read_on_demand_and_cached(tmp_path):
 
 def test_the_standard_library_stays_cached_without_the_fact_cache_until_the_interpreter_changes(tmp_path, monkeypatch):
     """--no-cache re-reads the audited input, not the machine's standard library."""
-    from cuaudit import engine
+    from cuaudit import extraction
 
     tree = make_tree(tmp_path / "t", TRAP)
     monkeypatch.setenv("CUAUDIT_CACHE_DIR", str(tmp_path / "cache"))
@@ -47,7 +47,7 @@ def test_the_standard_library_stays_cached_without_the_fact_cache_until_the_inte
     assert again.stats["facts_cached"] == 0 and again.stats["facts_extracted"] == cold.stats["facts_extracted"]
     assert [(f.code, f.message) for f in again.findings] == [(f.code, f.message) for f in cold.findings]
     # another interpreter parses the standard library again
-    monkeypatch.setattr(engine, "_running_interpreter", lambda: ("3.99.0 (other)", "/elsewhere/python"))
+    monkeypatch.setattr(extraction, "_running_interpreter", lambda: ("3.99.0 (other)", "/elsewhere/python"))
     other = audit([str(tree)], config=config)
     assert other.stats["evidence_facts_cached"] == 0
     assert other.stats["evidence_facts_extracted"] == cold.stats["evidence_facts_extracted"]

@@ -1,4 +1,4 @@
-"""A rule family finished in a forked child once its walk ends (``engine._RuleRun``, ``forked.py``):
+"""A rule family finished in a forked child once its walk ends (``rule_run.RuleRun``, ``forked.py``):
 the parent runs the later families meanwhile, and the audit's report, counts and cache are those of
 the same audit run in one process."""
 
@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from conftest import make_installed
 
-import cuaudit.engine as engine
+import cuaudit.extraction as extraction
 import cuaudit.forked as forked
+import cuaudit.rule_run as rule_run
 from cuaudit import audit
 from cuaudit.config import Config
 from cuaudit.inputs.environment import InstalledDistribution
@@ -95,14 +96,14 @@ def test_a_child_extracts_what_changed_and_the_parent_keeps_it(tmp_path, forks):
 def _in_the_child(monkeypatch, act) -> None:
     """``act()`` in a forked family's child, as it is about to send its result."""
     parent = os.getpid()
-    real = engine._RuleRun._result
+    real = rule_run.RuleRun._result
 
     def result(self):
         if os.getpid() != parent:
             act()
         return real(self)
 
-    monkeypatch.setattr(engine._RuleRun, "_result", result)
+    monkeypatch.setattr(rule_run.RuleRun, "_result", result)
 
 
 def test_a_child_that_fails_leaves_the_family_to_the_parent(tmp_path, forks, monkeypatch):
@@ -121,14 +122,14 @@ def test_a_child_that_fails_leaves_the_family_to_the_parent(tmp_path, forks, mon
 def test_no_child_outlives_a_failed_audit(tmp_path, forks, monkeypatch):
     # a later family fails outside any rule's check (the audit itself breaks): the child is ended
     dist = _dist(tmp_path)
-    real = engine._RuleRun._unread
+    real = rule_run.RuleRun._unread
 
     def interrupted(self):
         if self._forked is not None:  # the audit's end, with the child still to be taken in
             raise KeyboardInterrupt
         return real(self)
 
-    monkeypatch.setattr(engine._RuleRun, "_unread", interrupted)
+    monkeypatch.setattr(rule_run.RuleRun, "_unread", interrupted)
     with pytest.raises(KeyboardInterrupt):
         audit([dist], config=Config(cache=False, jobs=2), command="explain")
     assert len(forks) == 1
@@ -139,8 +140,8 @@ def test_no_child_outlives_a_failed_audit(tmp_path, forks, monkeypatch):
 def test_probes_and_one_job_never_fork(tmp_path, forks):
     dist = _dist(tmp_path)
     audit([dist], config=Config(cache=False, jobs=1), command="explain")
-    assert not engine._may_fork(Config(jobs=2, probe=True))
-    assert engine._may_fork(Config(jobs=2)) and forks == []
+    assert not rule_run._may_fork(Config(jobs=2, probe=True))
+    assert rule_run._may_fork(Config(jobs=2)) and forks == []
 
 
 def test_a_forked_result_cut_short_is_none():
@@ -157,16 +158,16 @@ def test_a_forked_result_cut_short_is_none():
 def test_a_family_is_forked_beside_busy_workers_only_with_cores_to_spare(tmp_path, forks, monkeypatch):
     # with workers still busy at the walk's end (stages coming, facts in flight), the child would take
     # their cores: forked from FORK_BESIDE_WORKERS cores on, never below
-    monkeypatch.setattr(engine.Extraction, "workers_busy", lambda self: True)
+    monkeypatch.setattr(extraction.Extraction, "workers_busy", lambda self: True)
     dist = _dist(tmp_path)
     audit([dist], config=Config(cache=False, jobs=2), command="explain")
     assert forks == []
-    audit([_fresh(dist)], config=Config(cache=False, jobs=engine.FORK_BESIDE_WORKERS), command="explain")
+    audit([_fresh(dist)], config=Config(cache=False, jobs=rule_run.FORK_BESIDE_WORKERS), command="explain")
     assert len(forks) == 1
 
 
 def test_workers_are_busy_while_facts_are_in_flight_or_coming(tmp_path):
-    ex = engine.Extraction(Config(cache=False), None)
+    ex = extraction.Extraction(Config(cache=False), None)
     assert not ex.workers_busy()
     ex.facts.inflight.add((0, "pkg/a.py", "promotion_source"))
     assert ex.workers_busy()
@@ -188,18 +189,18 @@ def test_forking_beside_the_pools_thread_warns_nothing(tmp_path, monkeypatch):
         return real()
 
     monkeypatch.setattr(forked, "fork", spy)
-    monkeypatch.setattr(engine, "PARALLEL_MIN_TASKS", 1)  # a pool, whose manager thread runs at the fork
+    monkeypatch.setattr(extraction, "PARALLEL_MIN_TASKS", 1)  # a pool, whose manager thread runs at the fork
     dist = _dist(tmp_path)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        audit([dist], config=Config(cache=False, jobs=engine.FORK_BESIDE_WORKERS), command="explain")
+        audit([dist], config=Config(cache=False, jobs=rule_run.FORK_BESIDE_WORKERS), command="explain")
     assert len(threads) == 1 and threads[0] > 1
     assert not [w for w in caught if "multi-threaded" in str(w.message) and "forked.py" in w.filename]
 
 
 def test_the_parent_writes_what_it_read_before_it_waits_for_the_child(tmp_path, forks, monkeypatch):
     events: list[str] = []
-    flush, result = engine.Extraction.flush, forked.Forked.result
+    flush, result = extraction.Extraction.flush, forked.Forked.result
 
     def spied_flush(self):
         events.append("flush")
@@ -209,7 +210,7 @@ def test_the_parent_writes_what_it_read_before_it_waits_for_the_child(tmp_path, 
         events.append("wait")
         return result(self, *args)
 
-    monkeypatch.setattr(engine.Extraction, "flush", spied_flush)
+    monkeypatch.setattr(extraction.Extraction, "flush", spied_flush)
     monkeypatch.setattr(forked.Forked, "result", spied_result)
     dist = _dist(tmp_path)
     conf = Config(cache_dir=str(tmp_path / "cache"), jobs=2)
@@ -221,7 +222,7 @@ def test_the_parent_writes_what_it_read_before_it_waits_for_the_child(tmp_path, 
 def test_a_child_that_hangs_is_ended_and_the_family_runs_in_the_parent(tmp_path, forks, monkeypatch):
     dist = _dist(tmp_path)
     _in_the_child(monkeypatch, lambda: time.sleep(60))
-    monkeypatch.setattr(engine, "FORKED_FAMILY_TIMEOUT", 0.5)
+    monkeypatch.setattr(rule_run, "FORKED_FAMILY_TIMEOUT", 0.5)
     started = time.monotonic()
     split = audit([dist], config=Config(cache=False, jobs=2), command="explain")
     assert len(forks) == 1 and time.monotonic() - started < 30
@@ -234,12 +235,12 @@ def test_a_child_that_hangs_is_ended_and_the_family_runs_in_the_parent(tmp_path,
 def test_a_fact_both_took_is_counted_once(tmp_path):
     # the parent and the child count what each took since the fork; absorb keeps one count per key,
     # and an evidence fact both extracted counts as one process's extraction and its later cached read
-    ex = engine.Extraction(Config(cache=False), None)
-    ex.took = {(0, "pkg/a.py", "python_source"): engine._EXTRACTED, ("evidence", "k1", ""): engine._EXTRACTED}
+    ex = extraction.Extraction(Config(cache=False), None)
+    ex.took = {(0, "pkg/a.py", "python_source"): extraction._EXTRACTED, ("evidence", "k1", ""): extraction._EXTRACTED}
     ex.extracted, ex.evidence_extracted = 1, 1
     delta = {"counts": [1, 1, 1, 2, 0], "problems": [], "bundles": [], "loose": [],
-             "took": {(0, "pkg/a.py", "python_source"): engine._EXTRACTED, (0, "pkg/b.py", "python_source"): engine._BY_CONTENT,
-                      ("evidence", "k1", ""): engine._EXTRACTED, ("evidence", "k2", ""): engine._EXTRACTED}}
+             "took": {(0, "pkg/a.py", "python_source"): extraction._EXTRACTED, (0, "pkg/b.py", "python_source"): extraction._BY_CONTENT,
+                      ("evidence", "k1", ""): extraction._EXTRACTED, ("evidence", "k2", ""): extraction._EXTRACTED}}
     ex.absorb(delta)
     assert (ex.extracted, ex.cached, ex.by_content) == (1, 1, 1)  # a.py once; b.py found by content in the child
     assert (ex.evidence_extracted, ex.evidence_cached) == (2, 1)  # k1 extracted once then read; k2 the child's
@@ -269,11 +270,11 @@ def test_what_the_family_reads_and_the_workers_still_extract_is_collected_before
              **{f"pkg/p{i}/__init__.pyi": "V: int\n" for i in range(4)}}
     dist = make_installed(tmp_path / "site", "pkg", files)
     serial = audit([dist], config=Config(cache=False, jobs=1), command="explain")
-    monkeypatch.setattr(engine, "FORK_BESIDE_WORKERS", 1)
-    monkeypatch.setattr(engine, "PARALLEL_MIN_TASKS", 1)
+    monkeypatch.setattr(rule_run, "FORK_BESIDE_WORKERS", 1)
+    monkeypatch.setattr(extraction, "PARALLEL_MIN_TASKS", 1)
     extractions: list = []
     at_fork: list[set[str]] = []
-    real_init, real_fork = engine.Extraction.__init__, forked.fork
+    real_init, real_fork = extraction.Extraction.__init__, forked.fork
 
     def init(self, *args, **kwargs):
         real_init(self, *args, **kwargs)
@@ -286,7 +287,7 @@ def test_what_the_family_reads_and_the_workers_still_extract_is_collected_before
     from cuaudit import rules
 
     reads = {n for code in ("CU101", "CU102", "CU103", "CU104", "CU105") for n in rules.get(code).needs}
-    monkeypatch.setattr(engine.Extraction, "__init__", init)
+    monkeypatch.setattr(extraction.Extraction, "__init__", init)
     monkeypatch.setattr(forked, "fork", fork)
     report = audit([make_installed(tmp_path / "site2", "pkg", files)], config=Config(cache=False, jobs=2), command="explain")
     assert "python_source" in reads and len(at_fork) == 1 and not at_fork[0] & reads, at_fork

@@ -272,7 +272,7 @@ def test_a_member_that_inflates_past_its_declared_size_is_bounded(tmp_path, cli,
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_a_member_that_inflates_past_its_declared_size_is_cu002_with_the_cache_too(tmp_path, cli, jobs):
     # with a cache every member read whole is inflated and hashed before its extractors run
-    # (engine._ByContent): the lie is met there first, and must still be the member's CU002,
+    # (workers._ByContent): the lie is met there first, and must still be the member's CU002,
     # cold and in the run that finds the rest by content, never a fact stored under its digest
     members = [("demo-1.0.dist-info/METADATA", zipfile.ZIP_STORED, b"Name: demo\n", zlib_crc(b"Name: demo\n"), 11),
                ("demo/x.py", zipfile.ZIP_DEFLATED, _bomb(zipfile.ZIP_DEFLATED), 0x12345678, 4096)]
@@ -714,7 +714,7 @@ def test_fifos_in_an_environment_are_never_opened(tmp_path, cli, alarm, fifo):
 @pytest.mark.parametrize("fifo", ["demo/__init__.py", "demo/_ext.cpython-311-x86_64-linux-gnu.so"])
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_a_fifo_in_an_environment_is_never_opened_to_find_facts_by_content(tmp_path, cli, alarm, fifo, jobs):
-    # with a cache, members read whole are hashed before extraction (engine._ByContent): a FIFO
+    # with a cache, members read whole are hashed before extraction (workers._ByContent): a FIFO
     # listed in RECORD must not block that read either
     files = {"demo-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n",
              "demo-1.0.dist-info/RECORD": "demo/__init__.py,,\ndemo/_ext.cpython-311-x86_64-linux-gnu.so,,\n",

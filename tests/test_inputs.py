@@ -443,7 +443,7 @@ def test_pyproject_that_does_not_parse_is_cu007_with_its_line(tmp_path, marker_r
 
 
 def test_pyproject_fact_is_the_raw_table(tmp_path):
-    from cuaudit.engine import Extraction
+    from cuaudit.extraction import Extraction
 
     tree = make_tree(tmp_path / "proj", {"pyproject.toml": '[build-system]\nrequires = ["setuptools", "torch"]\n'
                                          'build-backend = "setuptools.build_meta"\n[tool.other]\nk = 1\n'})

@@ -10,7 +10,7 @@ under ``if TYPE_CHECKING:`` are exempt (annotations only, never executed).
 Modules outside the named stages have a place too: ``compat``, ``discovery``,
 ``escape``, ``heap``, ``progress``, ``codecache`` and ``store`` are utilities with no cuaudit dependency (bottom); ``baseline`` is
 part of the finishing step; ``probe`` sits beside the engine (the engine owns
-it); ``trace``, ``repair``, ``explain`` and ``survey`` beside ``report`` (commands
+it), and so do the engine's own parts, ``extraction``, ``workers``, ``rule_run`` and ``evidence_inputs``; ``trace``, ``repair``, ``explain`` and ``survey`` beside ``report`` (commands
 use them).  The
 package root ``cuaudit/__init__.py`` is the library facade: everyone may read
 ``cuaudit.__version__`` from it, and its own lazy import of the engine is the
@@ -30,6 +30,8 @@ STAGES = ["model", "config", "inputs", "formats", "facts", "analysis", "context"
           "report", "commands", "cli"]
 PLACE = {name: float(i) for i, name in enumerate(STAGES)}
 PLACE.update({"heap": -1, "forked": -1, "codecache": -1, "compat": -1, "discovery": -1, "store": -1, "data": -1, "progress": -1, "escape": -1, "requirement": -1, "names": -1, "baseline": PLACE["finish"], "probe": PLACE["engine"], "snapshot": PLACE["engine"],
+              "extraction": PLACE["engine"], "workers": PLACE["engine"], "rule_run": PLACE["engine"],
+              "evidence_inputs": PLACE["engine"],
               "trace": PLACE["report"], "repair": PLACE["report"], "explain": PLACE["report"], "survey": PLACE["report"],
               "__main__": PLACE["cli"]})
 
@@ -167,9 +169,9 @@ def test_rules_open_no_file_store_or_process():
 
 
 #: Where a process may be started: the one bounded runner (process group, deadline, output cap),
-#: and the engine's worker pool (forks of cuaudit itself, running cuaudit's code on members).
-PROCESS_STARTERS = {"inputs/process.py": "the bounded runner", "engine.py": "multiprocessing worker pool",
-                    "forked.py": "a fork of the audit itself, which runs no program (engine._RuleRun)"}
+#: and the extraction's worker pool (forks of cuaudit itself, running cuaudit's code on members).
+PROCESS_STARTERS = {"inputs/process.py": "the bounded runner", "extraction.py": "multiprocessing worker pool",
+                    "forked.py": "a fork of the audit itself, which runs no program (rule_run.RuleRun)"}
 _PROCESS_MODULES = {"subprocess", "multiprocessing", "pty", "concurrent.futures.process"}
 _OS_CALLS = re.compile(r"^(system|popen|fork|forkpty|exec\w*|spawn\w*|posix_spawnp?)$")
 
@@ -204,7 +206,7 @@ def test_only_the_bounded_runner_starts_processes():
     assert hits == []
     # the checker sees what it must: the runner's own subprocess, the engine's pool
     assert any(h.endswith(": subprocess") for h in _process_starts(SRC / "inputs" / "process.py"))
-    assert any("multiprocessing" in h for h in _process_starts(SRC / "engine.py"))
+    assert any("multiprocessing" in h for h in _process_starts(SRC / "extraction.py"))
 
 
 def test_the_process_checker_finds_each_way_to_start_one(tmp_path):

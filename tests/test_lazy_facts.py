@@ -1,4 +1,4 @@
-"""Facts kept pickled until read (``engine.Pickled``, ``engine.Facts``) and the collector
+"""Facts kept pickled until read (``workers.Pickled``, ``extraction.Facts``) and the collector
 paused while facts are unpickled (``heap.gc_paused``): speed work that must not change a fact."""
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ import pytest
 from conftest import make_installed, make_tree
 
 from cuaudit.config import Config
-from cuaudit.engine import Facts, Pickled, gather
+from cuaudit.engine import gather
+from cuaudit.extraction import Facts
+from cuaudit.workers import Pickled
 from cuaudit.heap import gc_paused
 from cuaudit.inputs.environment import InstalledDistribution
 
@@ -48,7 +50,7 @@ def test_facts_decode_a_pickled_value_once_when_read():
 
 
 def test_cached_and_parallel_facts_equal_uncached_ones_and_stay_pickled_until_read(tmp_path):
-    # installed: on-demand facts wait to be read (engine._reads_on_demand)
+    # installed: on-demand facts wait to be read (extraction._reads_on_demand)
     tree = make_installed(tmp_path / "site", "pkg", FILES)
     uncached, _ = _facts(tree, Config(cache=False, jobs=1))
     assert any(k[2] == "import_time" for k in uncached) and any(k[2] == "python_source" for k in uncached)
@@ -94,16 +96,16 @@ def test_every_fact_from_the_workers_and_the_cache_stays_pickled_until_read(tmp_
 
 
 def test_a_fact_that_does_not_pickle_is_kept_as_it_is():
-    from cuaudit.engine import _pickled
+    from cuaudit.workers import as_pickle
 
     class Odd:
         def __reduce__(self):
             raise TypeError("no")
 
     odd = Odd()
-    assert _pickled(odd) is odd and _pickled(None) is None
-    kept = _pickled({"a": 1})
-    assert type(kept) is Pickled and _pickled(kept) is kept and pickle.loads(kept) == {"a": 1}
+    assert as_pickle(odd) is odd and as_pickle(None) is None
+    kept = as_pickle({"a": 1})
+    assert type(kept) is Pickled and as_pickle(kept) is kept and pickle.loads(kept) == {"a": 1}
 
 
 def test_gc_paused_restores_the_collector_and_freezes_what_was_built():
@@ -172,13 +174,13 @@ def test_rule_context_has_fact_leaves_a_pickled_fact_undecoded():
 
 def test_without_a_cache_no_fact_is_pickled_for_a_bundle(tmp_path, monkeypatch):
     """--no-cache keeps nothing, so nothing is pickled to be kept (a torch check spent 1.4 s so)."""
-    import cuaudit.engine as engine
+    from cuaudit import workers
     from conftest import make_tree
 
     tree = make_tree(tmp_path / "t", FILES)
     pickled: list[str] = []
-    real = engine._pickled
-    monkeypatch.setattr(engine, "_pickled", lambda value: pickled.append(type(value).__name__) or real(value))
+    real = workers.as_pickle
+    monkeypatch.setattr(workers, "as_pickle", lambda value: pickled.append(type(value).__name__) or real(value))
     gather([str(tree)], config=Config(cache=False, jobs=1), extractors=LAZY).extraction.close()
     assert pickled == []
     # the same audit with a cache pickles its bundle: the spy sees what the first run did not do

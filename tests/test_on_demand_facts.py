@@ -404,10 +404,10 @@ def test_the_prefilter_is_exact_on_real_sources(corpus):
 
 def test_an_open_bundle_drops_the_facts_of_members_changed_since(tmp_path):
     # the facts read on demand live in one open bundle per distribution, keyed inside by each member's
-    # key; when it is written again, the keys its members no longer have go (engine._bundle's ``current``)
+    # key; when it is written again, the keys its members no longer have go (Extraction._bundle's ``current``)
     import time
 
-    from cuaudit.engine import Extraction
+    from cuaudit.extraction import Extraction
 
     dist = _installed(tmp_path, PACKAGE)
     conf = Config(cache_dir=str(tmp_path / "cache"), jobs=1)
@@ -426,25 +426,25 @@ def test_an_open_bundle_drops_the_facts_of_members_changed_since(tmp_path):
 
 def test_a_walk_writes_the_facts_it_reads_while_the_workers_extract(tmp_path, monkeypatch, walking):
     # an import chain walked level by level in the workers: what came back is kept and written
-    # while the parent waits on the next chunks (while none is back, engine._LOOSE_SLICE at a
+    # while the parent waits on the next chunks (while none is back, extraction._LOOSE_SLICE at a
     # time), not all at once when the walk ends (the parent then computes the verdicts alone:
     # on the H200, 1.2 s of writing in front of them)
-    import cuaudit.engine as engine
+    import cuaudit.extraction as extraction
 
     files = {"pkg/__init__.py": "from . import m0\n", "pkg/m60.py": "Y = 1\n",
              **{f"pkg/m{i}.py": f"import pkg.m{i + 1}\nX = {i}\n" for i in range(60)}}
     dist = make_installed(tmp_path / "site", "pkg", files)
-    monkeypatch.setattr(engine, "_LOOSE_BATCH", 4)
-    monkeypatch.setattr(engine, "PARALLEL_MIN_TASKS", 1)
+    monkeypatch.setattr(extraction, "_LOOSE_BATCH", 4)
+    monkeypatch.setattr(extraction, "PARALLEL_MIN_TASKS", 1)
     written: list[int] = []
-    write = engine.Extraction._write_loose
+    write = extraction.Extraction._write_loose
 
     def spied_write(self, most=None):
         if walking[0] and self._loose:
             written.append(len(self._loose))
         return write(self, most)
 
-    monkeypatch.setattr(engine.Extraction, "_write_loose", spied_write)
+    monkeypatch.setattr(extraction.Extraction, "_write_loose", spied_write)
     conf = Config(cache_dir=str(tmp_path / "cache"), jobs=2)
     first = audit([dist], config=conf, command="explain")
     assert len(written) >= 3, written  # several batches during the walk, not one at its end
@@ -459,19 +459,19 @@ def test_a_fact_named_ahead_comes_along_with_its_members_parse_in_the_walk(tmp_p
     # forked), not sent again when the walk ends (a second parse, which the forked child redid itself)
     from concurrent.futures import ProcessPoolExecutor
 
-    import cuaudit.engine as engine
+    import cuaudit.extraction as extraction
 
     files = {"pkg/__init__.py": "from . import _impl\nfrom . import api\n", "pkg/api.py": "X = 1\n",
              "pkg/_impl/__init__.py": "from . import _core\n", "pkg/_impl/_core.py": "Y = 2\n",
              **{f"pkg/_u{k}.py": f"U = {k}\n" for k in range(30)}}
     dist = make_installed(tmp_path / "site", "pkg", files)
     serial = audit([dist], config=Config(cache=False, jobs=1), command="explain")
-    monkeypatch.setattr(engine, "PARALLEL_MIN_TASKS", 1)
+    monkeypatch.setattr(extraction, "PARALLEL_MIN_TASKS", 1)
     sent: list[tuple[str, tuple[str, ...]]] = []
     real_submit = ProcessPoolExecutor.submit
 
     def spied_submit(self, fn, *args, **kwargs):
-        chunk = next((a for a in args if isinstance(a, list)), [])  # _extract_forked(i, chunk, cache folder)
+        chunk = next((a for a in args if isinstance(a, list)), [])  # extract_forked(i, chunk, cache folder)
         sent.extend((m.path, tuple(names)) for m, names in chunk)
         return real_submit(self, fn, *args, **kwargs)
 

@@ -184,7 +184,7 @@ def test_evidence_answers_are_asked_again(tmp_path):
 def test_the_standard_library_questions_are_recorded_and_asked_again(env, monkeypatch):
     _dist(env["site"], "usesjson", {"usesjson/__init__.py": "from json import decoder\n", "usesjson/sub.py": ""})
     _env_audit(env)
-    from cuaudit.engine import Extraction
+    from cuaudit.extraction import Extraction
 
     store = Extraction(env["config"], None).store
     [(slot,)] = store._conn().execute("SELECT key FROM facts WHERE key LIKE 'snapshot:%'").fetchall()
@@ -384,7 +384,7 @@ def test_bytecode_written_by_an_import_keeps_the_snapshot(env):
 
 def _saved(env: dict):
     """The one snapshot in the store, and a way to write it back changed."""
-    from cuaudit.engine import Extraction
+    from cuaudit.extraction import Extraction
 
     store = Extraction(env["config"], None).store
     [(slot,)] = store._conn().execute("SELECT key FROM facts WHERE key LIKE 'snapshot:%'").fetchall()

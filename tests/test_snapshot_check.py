@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, make_tree, make_wheel
 
-from cuaudit import audit, engine, snapshot
+from cuaudit import audit, engine, extraction, snapshot
 from cuaudit.config import Config
 from cuaudit.report import json_report
 
@@ -57,7 +57,7 @@ def _no_rules_or_facts(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*args, **kwargs):
         raise AssertionError("a snapshot hit read facts")
 
-    monkeypatch.setattr(engine.Extraction, "run", refuse)
+    monkeypatch.setattr(extraction.Extraction, "run", refuse)
     monkeypatch.setattr(engine, "RuleContext", refuse)
 
 

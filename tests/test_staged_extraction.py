@@ -9,7 +9,7 @@ import json
 import pytest
 from conftest import compile_so, make_wheel
 
-from cuaudit import audit, engine
+from cuaudit import audit, extraction, rule_run
 from cuaudit.config import Config
 from cuaudit.model import Member, MemberKind
 from cuaudit.report import render
@@ -46,7 +46,7 @@ def _spy_stages(monkeypatch):
     """Each mid-extraction call of the rules: (rules run so far, whether the Python and the
     library facts were in when it came)."""
     calls: list[tuple[int, bool, bool]] = []
-    real = engine._RuleRun.run_until
+    real = rule_run.RuleRun.run_until
 
     def run_until(self, last):
         facts = self.ctx._facts
@@ -55,7 +55,7 @@ def _spy_stages(monkeypatch):
         calls.append((self.ran, py_in, lib_in))
         real(self, last)
 
-    monkeypatch.setattr(engine._RuleRun, "run_until", run_until)
+    monkeypatch.setattr(rule_run.RuleRun, "run_until", run_until)
     return calls
 
 
@@ -73,7 +73,7 @@ def test_import_rules_run_before_the_library_facts_are_extracted(monkeypatch, mi
 
 def test_findings_are_those_of_one_stage(monkeypatch, mixed_wheel):
     staged, staged_codes = _report(mixed_wheel, jobs=2)
-    monkeypatch.setattr(engine._RuleRun, "stage", lambda self, names: 0)  # every fact first, then every rule
+    monkeypatch.setattr(rule_run.RuleRun, "stage", lambda self, names: 0)  # every fact first, then every rule
     whole, whole_codes = _report(mixed_wheel, jobs=2)
     assert staged_codes == whole_codes and "CU101" in whole_codes and "CU201" in whole_codes
     assert staged == whole
@@ -81,12 +81,12 @@ def test_findings_are_those_of_one_stage(monkeypatch, mixed_wheel):
 
 
 def test_a_fact_read_before_its_stage_is_an_error_not_a_silent_none():
-    facts = engine.Facts()
+    facts = extraction.Facts()
     facts[(0, "a.py", "import_time")] = "program"
     facts.coming.add((0, "lib.so", "elf"))
     assert facts.get((0, "a.py", "import_time")) == "program"
     assert facts.get((0, "b.py", "import_time")) is None  # no such fact: None, as ever
-    with pytest.raises(engine.FactNotReady, match="elf fact of lib.so"):
+    with pytest.raises(extraction.FactNotReady, match="elf fact of lib.so"):
         facts.get((0, "lib.so", "elf"))
 
 
@@ -116,11 +116,11 @@ def test_a_late_group_that_would_end_alone_is_sent_first():
     py = [(0, 0, _chunk(f"m{k}.py", 1_000_000)) for k in range(6)]  # 6 x 50 M of Python cost
     huge = (5, 0, _chunk("libbig.so", 400_000_000))  # read only by a later rule, but half the work
     small = (5, 0, _chunk("libsmall.so", 1_000_000))
-    order = engine._send_order(py + [small, huge], jobs=2)
+    order = extraction._send_order(py + [small, huge], jobs=2)
     assert order[0] == 7  # the huge library first, whatever its stage
     assert order[1:7] == list(range(6)) and order[7] == 6  # then stage by stage
     # a late group no costlier than its share waits for its stage
-    assert engine._send_order(py + [small], jobs=2) == list(range(7))
+    assert extraction._send_order(py + [small], jobs=2) == list(range(7))
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +143,7 @@ def test_an_environment_runs_its_import_rules_before_its_libraries_are_read(monk
     # the rules ran once the extension module's strings were in, before the library's facts were
     assert calls[0][0] == 0 and not calls[0][2]
     # and found what a run with every fact first finds
-    monkeypatch.setattr(engine._RuleRun, "stage", lambda self, names: 0)
+    monkeypatch.setattr(rule_run.RuleRun, "stage", lambda self, names: 0)
     whole = audit([mixed_installed], config=Config(cache=False, jobs=2))
     assert [f.message for f in report.findings] == [f.message for f in whole.findings]
 
@@ -159,7 +159,7 @@ def test_held_stages_go_out_one_per_worker_and_each_return_sends_the_next():
         return fut
 
     groups = [(1, 0, k) for k in range(6)]
-    feeder = engine._Feeder(None, submit, groups, 2, held=[0, 1, 2, 3, 4, 5])
+    feeder = extraction._Feeder(None, submit, groups, 2, held=[0, 1, 2, 3, 4, 5])
     feeder.feed()
     assert [c for c, _ in sent] == [0, 1]  # one per worker, in send order
     feeder.feed()
@@ -187,7 +187,7 @@ def test_a_held_group_that_failed_sends_nothing_from_the_pools_thread():
         sent.append(fut)
         return fut
 
-    feeder = engine._Feeder(None, submit, [(1, 0, k) for k in range(4)], 1, held=[0, 1, 2, 3])
+    feeder = extraction._Feeder(None, submit, [(1, 0, k) for k in range(4)], 1, held=[0, 1, 2, 3])
     feeder.feed()
     assert len(sent) == 1
     sent[0].set_exception(RuntimeError("a worker died"))

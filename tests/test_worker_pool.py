@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import compile_so, make_installed
 
-from cuaudit import audit, engine
+from cuaudit import audit, extraction, rule_run, workers
 from cuaudit.config import Config
 
 #: a package whose import closure has levels of ten modules each (a -> b -> c), read level by level
@@ -52,13 +52,13 @@ def _spy(monkeypatch, tmp_path: Path, *, kill: str | None = None):
     """Records the pools each extraction used, and which process extracted each member
     (a worker that meets ``kill`` dies by SIGKILL mid-batch)."""
     pools: list[object] = []
-    extractions: list[engine.Extraction] = []
+    extractions: list[extraction.Extraction] = []
     log = tmp_path / "extracted.log"
     parent = os.getpid()
-    workers, real_group = engine.Extraction._workers, engine._extract_group
+    start_workers, real_group = extraction.Extraction._workers, workers.extract_group
 
     def spied_workers(self, *args):
-        pool = workers(self, *args)
+        pool = start_workers(self, *args)
         pools.append(pool)
         if self not in extractions:
             extractions.append(self)
@@ -71,8 +71,8 @@ def _spy(monkeypatch, tmp_path: Path, *, kill: str | None = None):
             os.kill(os.getpid(), signal.SIGKILL)
         return real_group(artifact, tasks, *args, **kwargs)
 
-    monkeypatch.setattr(engine.Extraction, "_workers", spied_workers)
-    monkeypatch.setattr(engine, "_extract_group", spied_group)
+    monkeypatch.setattr(extraction.Extraction, "_workers", spied_workers)
+    monkeypatch.setattr(workers, "extract_group", spied_group)
     return pools, extractions, log
 
 
@@ -118,8 +118,8 @@ def test_a_worker_killed_mid_batch_has_its_work_redone_here(tmp_path, monkeypatc
     # a worker took b3 and died; the parent extracted it, and the audit went on to the next level
     assert os.getpid() in by["pkg/b3.py"] and len(by["pkg/b3.py"]) >= 2
     assert "pkg/c3.py" in by
-    [extraction] = extractions
-    assert any(key[1] == "pkg/b3.py" for key in dict.keys(extraction.facts))
+    [ex] = extractions
+    assert any(key[1] == "pkg/b3.py" for key in dict.keys(ex.facts))
     assert _children() == before
     assert [f.message.replace("site2", "site") for f in report.findings] == [f.message for f in serial.findings]
 
@@ -129,7 +129,7 @@ def test_a_worker_that_died_between_batches_loses_no_fact_and_leaves_no_process(
     serial = audit([dist], config=Config(cache=False, jobs=2), command="explain")
     before = _children()
     pools, extractions, log = _spy(monkeypatch, tmp_path)
-    spied = engine.Extraction._workers
+    spied = extraction.Extraction._workers
     killed: list[int] = []
 
     def killing(self, *args):
@@ -141,15 +141,15 @@ def test_a_worker_that_died_between_batches_loses_no_fact_and_leaves_no_process(
             killed.append(pid)
         return pool
 
-    monkeypatch.setattr(engine.Extraction, "_workers", killing)
+    monkeypatch.setattr(extraction.Extraction, "_workers", killing)
     report = audit([make_installed(tmp_path / "site2", "pkg", LEVELS)], config=Config(cache=False, jobs=2),
                    command="explain")
     assert killed
-    [extraction] = extractions
+    [ex] = extractions
     # Whether a later batch starts a second pool depends on when the executor notices the death (on
     # 3.10-3.12 before the next submit, on 3.13 it may not before the audit ends): what must hold is
     # that nothing is lost and nothing is left behind.
-    assert extraction.pools_started >= 1
+    assert ex.pools_started >= 1
     assert all(f"pkg/{lvl}{k}.py" in _extracted_by(log) for lvl in "abc" for k in range(10))
     assert _children() == before
     assert [f.message.replace("site2", "site") for f in report.findings] == [f.message for f in serial.findings]
@@ -162,10 +162,10 @@ def test_the_next_level_of_an_import_closure_goes_to_the_workers_while_one_of_th
 
     sent_next = tmp_path / "next-level-sent"
     waited = tmp_path / "a9.log"
-    real_submit, real_group = ProcessPoolExecutor.submit, engine._extract_group
+    real_submit, real_group = ProcessPoolExecutor.submit, workers.extract_group
 
     def spied_submit(self, fn, *args, **kwargs):
-        chunk = next((a for a in args if isinstance(a, list)), [])  # _extract_forked(i, chunk, cache folder)
+        chunk = next((a for a in args if isinstance(a, list)), [])  # extract_forked(i, chunk, cache folder)
         if any(getattr(m, "path", "").startswith("pkg/b") and "import_time" in names for m, names in chunk):
             sent_next.touch()  # in the parent: the program of a module of the second level is sent
         return real_submit(self, fn, *args, **kwargs)
@@ -182,7 +182,7 @@ def test_the_next_level_of_an_import_closure_goes_to_the_workers_while_one_of_th
 
     parent = os.getpid()
     monkeypatch.setattr(ProcessPoolExecutor, "submit", spied_submit)
-    monkeypatch.setattr(engine, "_extract_group", slow_a9)
+    monkeypatch.setattr(workers, "extract_group", slow_a9)
     report = audit([make_installed(tmp_path / "site", "pkg", LEVELS)], config=Config(cache=False, jobs=2), command="explain")
     assert waited.read_text() == "sent before a9 was done"
     assert "CU011" not in {f.code for f in report.findings}
@@ -207,7 +207,7 @@ def test_facts_a_rule_names_ahead_go_to_the_workers_before_it_reads_them(tmp_pat
 
     def spied_submit(self, fn, *args, **kwargs):
         # the sources named ahead (those of modules no import closure reached: nothing parsed them yet)
-        chunk = next((a for a in args if isinstance(a, list)), [])  # _extract_forked(i, chunk, cache folder)
+        chunk = next((a for a in args if isinstance(a, list)), [])  # extract_forked(i, chunk, cache folder)
         if any("promotion_source" in names and "import_time" not in names for _m, names in chunk):
             events.append("sent")
             sent_at.append(time.monotonic())
@@ -226,7 +226,7 @@ def test_facts_a_rule_names_ahead_go_to_the_workers_before_it_reads_them(tmp_pat
 
     def spied_check(self, ctx):
         yield from real_check(self, ctx)
-        # the verdicts end in the child the import family is forked into (engine._RuleRun): a file says when
+        # the verdicts end in the child the import family is forked into (rule_run.RuleRun): a file says when
         done.write_text(repr(time.monotonic()))
 
     monkeypatch.setattr(ProcessPoolExecutor, "submit", spied_submit)
@@ -241,7 +241,7 @@ def test_facts_a_rule_names_ahead_go_to_the_workers_before_it_reads_them(tmp_pat
 
 def test_the_switch_interval_is_short_while_the_pool_runs_and_the_callers_after(tmp_path, monkeypatch, LEVELS):
     # the pool's threads hand every chunk over through the interpreter's lock: at CPython's 5 ms
-    # switch interval each hand-over waited for the busy parent (engine.POOL_SWITCH_INTERVAL)
+    # switch interval each hand-over waited for the busy parent (extraction.POOL_SWITCH_INTERVAL)
     import sys
 
     callers = sys.getswitchinterval()
@@ -249,16 +249,16 @@ def test_the_switch_interval_is_short_while_the_pool_runs_and_the_callers_after(
     try:
         pools, _extractions, _log = _spy(monkeypatch, tmp_path)
         intervals: list[float] = []
-        workers = engine.Extraction._workers
+        workers = extraction.Extraction._workers
 
         def noted(self, *args):
             pool = workers(self, *args)
             intervals.append(sys.getswitchinterval())
             return pool
 
-        monkeypatch.setattr(engine.Extraction, "_workers", noted)
+        monkeypatch.setattr(extraction.Extraction, "_workers", noted)
         audit([make_installed(tmp_path / "site", "pkg", LEVELS)], config=Config(cache=False, jobs=2), command="explain")
-        assert pools and intervals and all(i == engine.POOL_SWITCH_INTERVAL for i in intervals)
+        assert pools and intervals and all(i == extraction.POOL_SWITCH_INTERVAL for i in intervals)
         assert sys.getswitchinterval() == 0.01  # the caller's, back once the pool stopped
     finally:
         sys.setswitchinterval(callers)
@@ -292,7 +292,7 @@ def test_the_progress_bar_ends_at_its_total(tmp_path):
 
 def test_held_stages_fill_only_the_workers_a_walk_leaves_idle():
     # the walk's facts are what the family forked at its end waits for: while it keeps workers busy,
-    # the later stages held back are not sent to them (engine._Feeder.reserved)
+    # the later stages held back are not sent to them (extraction._Feeder.reserved)
     from concurrent.futures import Future
 
     sent: list[int] = []
@@ -302,7 +302,7 @@ def test_held_stages_fill_only_the_workers_a_walk_leaves_idle():
         return Future()  # never done: each one sent stays in flight
 
     groups = [(0, 0, k) for k in range(6)]
-    feeder = engine._Feeder(None, submit, groups, 3, held=list(range(6)))  # type: ignore[arg-type]
+    feeder = extraction._Feeder(None, submit, groups, 3, held=list(range(6)))  # type: ignore[arg-type]
     feeder.reserved = 3  # a walk keeps the three workers busy
     feeder.feed()
     assert sent == []
@@ -318,13 +318,13 @@ def test_a_walk_reserves_its_workers_and_gives_them_back_when_it_ends(tmp_path, 
     dist = make_installed(tmp_path / "site", "pkg", LEVELS)
     serial = audit([dist], config=Config(cache=False, jobs=1), command="explain")
     seen: list[tuple[bool, int]] = []  # (inside a walk, workers reserved) at each top-up
-    real_feed = engine._Feeder.feed
+    real_feed = extraction._Feeder.feed
 
     def feed(self):
         seen.append((walking[0], self.reserved))
         return real_feed(self)
 
-    monkeypatch.setattr(engine._Feeder, "feed", feed)
+    monkeypatch.setattr(extraction._Feeder, "feed", feed)
     report = audit([make_installed(tmp_path / "site2", "pkg", LEVELS)], config=Config(cache=False, jobs=2),
                    command="explain")
     assert any(inside and reserved > 0 for inside, reserved in seen)  # the walk kept its workers

@@ -50,7 +50,7 @@ class RuleContext:
     def _table(self, extractor: str) -> list[tuple[int, Member, Any]]:
         """[(artifact index, member, fact)] of one extractor in artifact and member order, built once.
 
-        Per extractor: facts kept pickled (``engine.Facts``) are decoded only for the
+        Per extractor: facts kept pickled (``extraction.Facts``) are decoded only for the
         extractors some rule walks whole, not for every extractor at once."""
         table = self._by_extractor.get(extractor)
         if table is None:

@@ -1,4 +1,4 @@
-"""A part of the audit finished in a forked child while the parent goes on (``engine._RuleRun``).
+"""A part of the audit finished in a forked child while the parent goes on (``rule_run.RuleRun``).
 
 The parent forks at a point where the child has everything it needs in memory; the child
 computes, sends back one pickled result through a pipe and ends with ``os._exit`` (nothing of

@@ -8,7 +8,7 @@ speed, time left, the member just read).  Rich refreshes it ten times a
 second, and its spinner and elapsed time move even while one member takes
 long: the terminal is never still for more than a moment.
 
-The interface is the engine's ``Progress`` protocol: ``start(total,
+The interface is the extraction's ``Progress`` protocol (``cuaudit.extraction``): ``start(total,
 description)`` (``total`` None: unknown), ``advance(n, member="")``, ``stop()``.
 """
 

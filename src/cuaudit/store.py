@@ -152,7 +152,7 @@ def content_digest(path: str, data: "bytes | memoryview | Any") -> str:
     """The content key of a member's path and bytes (facts depend on both): ``sha256:<hex>``.
 
     Unlike the keys of identity (a file's device, inode, size and times), two copies of the same
-    file share it: see ``engine._ByContent``."""
+    file share it: see ``workers._ByContent``."""
     import hashlib
 
     h = hashlib.sha256(path.encode("utf-8", "surrogateescape"))

@@ -227,7 +227,7 @@ class Extractor:
     probe: ClassVar[bool] = False
     #: facts that rules and analyses read for some members only (a module's program, its
     #: bindings and imports: what an import reaches): not extracted up front, but when first
-    #: read, or in batches a rule asks for (``engine.Facts``, ``RuleContext.prefetch``). Its
+    #: read, or in batches a rule asks for (``extraction.Facts``, ``RuleContext.prefetch``). Its
     #: problems must be the format check's too (one parse of the member fails alike), so that
     #: leaving a member unread reports the same findings.
     on_demand: ClassVar[bool] = False

@@ -5,7 +5,7 @@ and ``--with`` extras) read evidence through this view and never open a file:
 ``exists``/``listdir`` ask the input (see :mod:`cuaudit.inputs.evidence`),
 ``fact`` asks a provider.  In an audit the provider is the engine, which
 extracts the member on demand through the fact cache
-(:meth:`cuaudit.engine.Extraction.on_demand`); without one (a test, a library
+(:meth:`cuaudit.extraction.Extraction.on_demand`); without one (a test, a library
 caller) the extractor runs here, uncached.
 """
 

@@ -117,9 +117,9 @@ def execute(
     if scheduler:
         client = Client(scheduler)
     else:
-        from cuaudit.engine import _usable_cpus
+        from cuaudit.extraction import usable_cpus
 
-        cluster = LocalCluster(n_workers=workers or _usable_cpus(), threads_per_worker=1, processes=True,
+        cluster = LocalCluster(n_workers=workers or usable_cpus(), threads_per_worker=1, processes=True,
                                host="127.0.0.1", dashboard_address=None)
         client = Client(cluster)
     try:
