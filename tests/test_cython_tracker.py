@@ -122,6 +122,27 @@ def test_module_facts_do_not_depend_on_what_was_decoded_before(tmp_path: Path) -
     assert read_module(data, "pkg/track.so") == first
 
 
+def test_what_a_pass_sees_does_not_depend_on_how_often_the_operand_memo_starts_afresh(tmp_path: Path, monkeypatch) -> None:
+    so = compile_so(tmp_path, "libtrack.so", SOURCE, flags=["-O1"])
+    image = _Image(image_of_bytes(so.read_bytes(), "libtrack.so"))
+
+    def calls() -> list:
+        taddr, _off, size = _Tracker(image).text
+        seen: list = []
+        # one tracker per function's range: each sweeps fresh, and may start the memo afresh first
+        for start in [s for s in image.function_starts() if taddr <= s < taddr + size] or [taddr]:
+            _Tracker(image).run(start, taddr + size, lambda site: seen.append((site.address, site.target, sorted(site.args.items()))) or None)
+        return seen
+
+    cython_code._OPS.clear()
+    first = calls()
+    unbounded = len(cython_code._OPS)
+    monkeypatch.setattr(cython_code, "_OPS_MAX", 2)  # started afresh at nearly every sweep
+    cython_code._OPS.clear()
+    assert calls() == first and first
+    assert len(cython_code._OPS) < unbounded
+
+
 def _passes_as_before(tracker: _Tracker, start: int, end: int, on_call) -> dict:
     """_Tracker.run as it was: every pass walked, up to three more while a pass leaves seeds."""
     back: dict = {}

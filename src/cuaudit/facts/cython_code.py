@@ -491,7 +491,10 @@ _SKIP, _KILL, _SET, _COPY, _JUMP, _CALL, _RET, _LOAD, _SPILL, _RELOAD, _LEA_BASE
 
 #: _op of an instruction's text that names no address relative to itself (most repeat: "mov rdi, rbx")
 _OPS: dict[tuple[str, str], tuple[int, object, object]] = {}
-_OPS_MAX = 1 << 17
+#: entries the memo holds before a sweep starts it afresh.  The repeats are few and hot: reading the
+#: 466 extension modules of the accuracy-venv in one process took 4.1-4.4 CPU-s with 4,096 and
+#: 4.3-4.7 with 131,072, which the memo reached, holding about 15 MB in every worker to the end
+_OPS_MAX = 1 << 12
 
 
 def _rip_target(match: "re.Match[str]", nxt: int) -> int:
