@@ -219,6 +219,34 @@ def test_the_parent_writes_what_it_read_before_it_waits_for_the_child(tmp_path, 
     assert audit([_fresh(dist)], config=conf, command="explain").stats["facts_extracted"] == 0
 
 
+def test_the_workers_are_gone_before_the_parent_waits_for_the_child(tmp_path, forks, monkeypatch):
+    # once every rule has run nothing more is extracted: the idle workers' memory must not add to
+    # the parent's and the child's, at their largest while the parent waits
+    import multiprocessing
+
+    monkeypatch.setattr(rule_run, "FORK_BESIDE_WORKERS", 1)
+    monkeypatch.setattr(extraction, "PARALLEL_MIN_TASKS", 1)
+    pools: list[object] = []  # the pool of each batch sent to workers
+    alive_at_wait: list[int] = []  # the worker processes alive when the parent waits for the child
+    started, result = extraction.Extraction._workers, forked.Forked.result
+
+    def spied_workers(self, *args):
+        pools.append(started(self, *args))
+        return pools[-1]
+
+    def spied_result(self, *args):
+        alive_at_wait.append(len(multiprocessing.active_children()))
+        return result(self, *args)
+
+    monkeypatch.setattr(extraction.Extraction, "_workers", spied_workers)
+    monkeypatch.setattr(forked.Forked, "result", spied_result)
+    dist = _dist(tmp_path)
+    serial = audit([dist], config=Config(cache=False, jobs=1), command="explain")
+    report = audit([_fresh(dist)], config=Config(cache=False, jobs=2), command="explain")
+    assert len(forks) == 1 and pools and alive_at_wait == [0], (pools, alive_at_wait)
+    assert _report(report)[0] == _report(serial)[0]
+
+
 def test_a_child_that_hangs_is_ended_and_the_family_runs_in_the_parent(tmp_path, forks, monkeypatch):
     dist = _dist(tmp_path)
     _in_the_child(monkeypatch, lambda: time.sleep(60))

@@ -211,6 +211,12 @@ class RuleRun:
                 self.facts.prefetch(leftover)
             if self.facts.inflight and self.facts.settle is not None:
                 self.facts.settle(None)
+        if self._extraction is not None:
+            # Every rule has run and what they read is in: the audit extracts nothing more (a forked
+            # child that failed has its family run here, whose reads start a pool again if they are
+            # many).  The idle workers' memory goes now, not after the wait for the child and the
+            # cache's writes, when the parent and the child are at their largest.
+            self._extraction.stop_workers()
         if self._forked is not None and self._extraction is not None:
             # what the parent read is written while the child computes; what the child read, after
             self._extraction.flush()

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""The memory of one cuaudit run by process, over time: which processes make the tree's peak.
+
+    python scripts/pss_roles.py LOG -- cuaudit env ...
+    python scripts/pss_roles.py --summary LOG [ROWS]
+
+Runs the command and samples the PSS (``/proc/PID/smaps_rollup``) of it and of every process below
+it every 0.2 s, appending ``time pid ppid MB`` lines to LOG.  ``--summary`` sorts the processes into
+the parent, the processes it started before the first second a forked child appeared late (the worker
+pool's, started at the first parallel extraction) and the later ones (a forked family's child), and
+prints the tree's peak with each group's share at that moment, each group's own peak, and ROWS
+samples over the run (25; 0: none).  Run it on
+Linux; the PSS of pages shared after a fork is split between the processes sharing them.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import subprocess
+import sys
+import time
+
+
+def _tree(pid: int) -> list[tuple[int, int]]:
+    out = [(pid, 0)]
+    i = 0
+    while i < len(out):
+        p = out[i][0]
+        i += 1
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as fh:
+                    out += [(int(c), p) for c in fh.read().split()]
+        except OSError:
+            pass
+    return out
+
+
+def _pss_mb(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) // 1024
+    except OSError:
+        return None
+    return None
+
+
+def record(log: str, cmd: list[str]) -> int:
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    t0 = time.time()
+    with open(log, "w") as out:
+        while proc.poll() is None:
+            t = time.time() - t0
+            for pid, ppid in _tree(proc.pid):
+                mb = _pss_mb(pid)
+                if mb is not None:
+                    out.write(f"{t:.2f} {pid} {ppid} {mb}\n")
+            time.sleep(0.2)
+    return proc.returncode
+
+
+def summary(log: str, rows_shown: int = 25) -> None:
+    rows = [line.split() for line in open(log)]
+    samples: dict[float, dict[int, int]] = collections.defaultdict(dict)
+    first: dict[int, float] = {}
+    parent_of: dict[int, int] = {}
+    for t, pid, ppid, mb in rows:
+        samples[float(t)][int(pid)] = int(mb)
+        first.setdefault(int(pid), float(t))
+        parent_of[int(pid)] = int(ppid)
+    root = next(p for p, pp in parent_of.items() if pp == 0)
+    children = sorted((first[p], p) for p, pp in parent_of.items() if pp == root)
+    # the pool's workers start together; a child that starts later than a second after them is another
+    start = children[0][0] if children else 0.0
+    role = {root: "parent"}
+    for t, p in children:
+        role[p] = "workers" if t - start < 1.0 else "late children"
+    for p in parent_of:
+        role.setdefault(p, "late children")
+
+    def groups(at: dict[int, int]) -> dict[str, int]:
+        g: dict[str, int] = collections.Counter()
+        for p, mb in at.items():
+            g[role[p]] += mb
+        return dict(g)
+
+    t_peak, at_peak = max(samples.items(), key=lambda kv: sum(kv[1].values()))
+    print(f"tree peak {sum(at_peak.values())} MB at {t_peak:.1f} s: {groups(at_peak)}"
+          f" ({sum(1 for p in at_peak if role[p] == 'workers')} workers)")
+    own: dict[str, int] = collections.Counter()
+    for at in samples.values():
+        for name, mb in groups(at).items():
+            own[name] = max(own[name], mb)
+    print("each group's own peak:", dict(own))
+    for t in sorted(samples)[:: max(1, len(samples) // rows_shown)] if rows_shown else ():
+        print(f"{t:6.1f} s  {sum(samples[t].values()):5d} MB  {groups(samples[t])}")
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    if args[:1] == ["--summary"]:
+        summary(args[1], int(args[2]) if len(args) > 2 else 25)
+    else:
+        sys.exit(record(args[0], args[args.index("--") + 1:]))
