@@ -369,7 +369,7 @@ class Extraction:
         #: (an audit: :meth:`close` stops it); else each parallel extraction has its own
         self.keep_workers = keep_workers
         self._pool: Any = None
-        #: the artifacts the pool's forked workers inherited (``_FORKED`` at their fork)
+        #: the artifacts the pool's forked workers inherited (``workers.hand_down`` at their fork)
         self._pool_artifacts: list[Artifact] = []
         #: worker pools started (one per audit, unless a worker died)
         self.pools_started = 0
@@ -1137,7 +1137,7 @@ class Extraction:
         if self._pool is not None and len(self._pool_artifacts) == len(artifacts) \
                 and all(a is b for a, b in zip(self._pool_artifacts, artifacts)):
             return self._pool
-        self.stop_workers()  # forked for other artifacts: its workers' _FORKED is not these
+        self.stop_workers()  # forked for other artifacts: its workers inherited those
         # imported here: a cached or small audit never starts workers (about 20 ms of start-up)
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
