@@ -6,11 +6,11 @@
 
 Runs the command and samples the PSS (``/proc/PID/smaps_rollup``) of it and of every process below
 it every 0.2 s, appending ``time pid ppid MB`` lines to LOG.  ``--summary`` sorts the processes into
-the parent, the processes it started before the first second a forked child appeared late (the worker
-pool's, started at the first parallel extraction) and the later ones (a forked family's child), and
-prints the tree's peak with each group's share at that moment, each group's own peak, and ROWS
-samples over the run (25; 0: none).  Run it on
-Linux; the PSS of pages shared after a fork is split between the processes sharing them.
+the parent, the children it started together (the worker pool's, at the first parallel extraction)
+and those it started after the widest gap between two starts, when that gap is over a second (a
+forked family's child); it prints the tree's peak with each group's share at that moment, each
+group's own peak, and ROWS samples over the run (25; 0: none).  Linux only; the PSS of pages shared
+after a fork is split between the processes that share them.
 """
 
 from __future__ import annotations
@@ -73,11 +73,14 @@ def summary(log: str, rows_shown: int = 25) -> None:
         parent_of[int(pid)] = int(ppid)
     root = next(p for p, pp in parent_of.items() if pp == 0)
     children = sorted((first[p], p) for p, pp in parent_of.items() if pp == root)
-    # the pool's workers start together; a child that starts later than a second after them is another
-    start = children[0][0] if children else 0.0
+    # the pool's workers start together, a forked family's child seconds later: the children after
+    # the widest gap between two starts (if it is over a second) are the late ones
+    gaps = [(b[0] - a[0], k + 1) for k, (a, b) in enumerate(zip(children, children[1:]))]
+    widest, cut = max(gaps, default=(0.0, len(children)))
+    cut = cut if widest > 1.0 else len(children)
     role = {root: "parent"}
-    for t, p in children:
-        role[p] = "workers" if t - start < 1.0 else "late children"
+    for k, (_t, p) in enumerate(children):
+        role[p] = "workers" if k < cut else "late children"
     for p in parent_of:
         role.setdefault(p, "late children")
 
