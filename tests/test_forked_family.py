@@ -320,3 +320,57 @@ def test_what_the_family_reads_and_the_workers_still_extract_is_collected_before
     report = audit([make_installed(tmp_path / "site2", "pkg", files)], config=Config(cache=False, jobs=2), command="explain")
     assert "python_source" in reads and len(at_fork) == 1 and not at_fork[0] & reads, at_fork
     assert [f.message.replace("site2", "site") for f in report.findings] == [f.message for f in serial.findings]
+
+
+def test_the_parent_stops_idle_workers_while_the_child_computes(tmp_path, forks, monkeypatch):
+    # once the family is forked, the parent runs the later families: the first rule it ends with
+    # the workers idle, and no later rule reading a fact still to extract, stops the pool before
+    # the rules have all run (not only at finish)
+    monkeypatch.setattr(rule_run, "FORK_BESIDE_WORKERS", 1)
+    monkeypatch.setattr(extraction, "PARALLEL_MIN_TASKS", 1)
+    events: list[str] = []
+    stop, finish = extraction.Extraction.stop_workers, rule_run.RuleRun.finish
+
+    def spied_stop(self):
+        if self._pool is not None:
+            events.append(f"stop after {len(forks)} fork")
+        return stop(self)
+
+    def spied_finish(self):
+        events.append("finish")
+        return finish(self)
+
+    monkeypatch.setattr(extraction.Extraction, "stop_workers", spied_stop)
+    monkeypatch.setattr(rule_run.RuleRun, "finish", spied_finish)
+    dist = _dist(tmp_path)
+    serial = audit([dist], config=Config(cache=False, jobs=1), command="explain")
+    events.clear()
+    report = audit([_fresh(dist)], config=Config(cache=False, jobs=2), command="explain")
+    assert len(forks) == 1 and events[:2] == ["stop after 1 fork", "finish"], events
+    assert _report(report)[0] == _report(serial)[0]
+
+
+def test_idle_workers_stay_while_a_later_rule_reads_facts_still_to_extract():
+    # CU202's import walks read module_imports on demand after the import family is forked: a pool
+    # stopped before them would be started again (16 forks of the parent on the GPU machine)
+    class Extraction:
+        def __init__(self) -> None:
+            self.facts = type("F", (), {"pending": {(0, "pkg/a.py", "module_imports"): None}})()
+            self.stopped = 0
+
+        def workers_idle(self) -> bool:
+            return True
+
+        def stop_workers(self) -> None:
+            self.stopped += 1
+
+    run = object.__new__(rule_run.RuleRun)
+    run._extraction = ex = Extraction()
+    run._needed_after = [{"module_imports", "elf"}, {"elf"}]
+    run._let_idle_workers_go(0)
+    assert ex.stopped == 0  # a later rule reads module_imports, one still pending
+    run._let_idle_workers_go(1)
+    assert ex.stopped == 1  # no later rule reads a pending fact
+    ex.facts.pending.clear()
+    run._let_idle_workers_go(0)
+    assert ex.stopped == 2

@@ -641,6 +641,18 @@ class Extraction:
         feeder = self._feeder
         return bool(self.facts.inflight or self.facts.coming or (feeder is not None and feeder.held))
 
+    def workers_idle(self) -> bool:
+        """Whether the workers have nothing left to do, though the parent may not have collected it
+        all yet: no group held back, every group of the staged extraction sent, and every chunk sent
+        to them back.  A pool stopped then loses nothing: a done future keeps its result."""
+        feeder = self._feeder
+        if feeder is not None:
+            if feeder.held or len(feeder.futures) < len(feeder.groups):
+                return False
+            if any(f is not None and not f.done() for f in feeder.futures.values()):
+                return False
+        return all(fut is None or fut.done() for fut, *_rest in self._sent)
+
     def _counts(self) -> tuple[int, int, int, int, int]:
         return self.extracted, self.cached, self.by_content, self.evidence_extracted, self.evidence_cached
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Callable
 
+from cuaudit import facts as facts_registry
 from cuaudit import forked
 from cuaudit import rules as rules_registry
 from cuaudit.config import Config
@@ -152,6 +153,19 @@ class RuleRun:
             extraction.took = {}  # type: ignore[union-attr]
             raise _FamilyForked
 
+    def _let_idle_workers_go(self, k: int) -> None:
+        """In the parent, after rule ``k``, while a forked family's child computes: stop the workers
+        once they have nothing left to do and no later rule reads a fact still to extract on demand
+        (CU202's import walks would start a pool again).  Idle workers beside the parent and the
+        child made the GPU machine's peak (see :meth:`finish`)."""
+        extraction = self._extraction
+        if extraction is None or not extraction.workers_idle():
+            return
+        later = {n for n in self._needed_after[k] if facts_registry.get(n).on_demand}
+        if later and any(key[2] in later for key in extraction.facts.pending):
+            return
+        extraction.stop_workers()
+
     def _result(self) -> dict[str, Any]:
         """The child's result (see :meth:`_join`)."""
         return {"findings": self.findings[self._at:],
@@ -267,3 +281,5 @@ class RuleRun:
                     if self._send is not None:
                         self._send(self._result())  # the child ends here
                     ctx.release(family, self.names - self._needed_after[k])
+                if self._forked is not None:
+                    self._let_idle_workers_go(k)
