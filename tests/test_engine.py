@@ -567,3 +567,23 @@ def test_an_archive_member_read_by_several_extractors_is_inflated_once(tmp_path)
     opened.clear()
     workers.extract_group(art, [(member, ("python_source",))])
     assert opened == ["shared/__init__.py"]
+
+
+def test_a_fact_cache_written_before_the_engine_was_split_still_loads():
+    # bundles and rows pickled before 593075c name these classes cuaudit.engine.*: a pickle that no
+    # longer loads is a miss, and every fact of every artifact was extracted again
+    import pickle
+
+    from cuaudit.extraction import ByContent
+    from cuaudit.workers import CachedFailure, Pickled
+
+    bundle = {"k1": ByContent("row"), "k2": Pickled(pickle.dumps({"x": 1})),
+              "k3": CachedFailure("CU005", "bad", (("offset", 4),))}
+    data = pickle.dumps(bundle, protocol=2)
+    for module in ("cuaudit.extraction", "cuaudit.workers"):
+        assert f"c{module}\n".encode() in data
+        data = data.replace(f"c{module}\n".encode(), b"ccuaudit.engine\n")
+    assert b"ccuaudit.engine\nByContent\n" in data and b"ccuaudit.engine\nPickled\n" in data
+    old = pickle.loads(data)
+    assert type(old["k1"]) is ByContent and type(old["k2"]) is Pickled and type(old["k3"]) is CachedFailure
+    assert old == bundle
