@@ -21,31 +21,20 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "benchmarks"))
+
+from harness import _children, _pss_kb  # noqa: E402 - the benchmarks' own reading of /proc
+
 
 def _tree(pid: int) -> list[tuple[int, int]]:
+    """(pid, its parent's pid; 0 for ``pid``) of ``pid`` and every process below it."""
     out = [(pid, 0)]
     i = 0
     while i < len(out):
         p = out[i][0]
         i += 1
-        try:
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as fh:
-                    out += [(int(c), p) for c in fh.read().split()]
-        except OSError:
-            pass
+        out += [(c, p) for c in _children(p)]
     return out
-
-
-def _pss_mb(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as fh:
-            for line in fh:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) // 1024
-    except OSError:
-        return None
-    return None
 
 
 def record(log: str, cmd: list[str]) -> int:
@@ -55,9 +44,9 @@ def record(log: str, cmd: list[str]) -> int:
         while proc.poll() is None:
             t = time.time() - t0
             for pid, ppid in _tree(proc.pid):
-                mb = _pss_mb(pid)
-                if mb is not None:
-                    out.write(f"{t:.2f} {pid} {ppid} {mb}\n")
+                kb = _pss_kb(pid)[0]
+                if kb:  # 0: gone meanwhile
+                    out.write(f"{t:.2f} {pid} {ppid} {kb // 1024}\n")
             time.sleep(0.2)
     return proc.returncode
 

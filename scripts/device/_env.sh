@@ -5,6 +5,7 @@
 #   t CMD...           run CMD under /usr/bin/time; its wall, CPU and peak memory appended to $OUT/timings.txt
 #   machine            what the run was on: GPU, Python, CPUs, date, commit
 #   warm_site          the audited site's files read once, so that every run finds them in the page cache
+#   ready              a measured session's set-up: install_wheels (the script ends if it fails), machine, warm_site
 #   drop_snapshot DIR  the environment snapshots of the cache in DIR dropped (as after any change to one
 #                      installed file): the next run reads the facts cached, and runs every rule
 #   cold_then_cached DIR FN
@@ -49,6 +50,12 @@ machine() {
 
 warm_site() {
   find "$($PY -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" -type f -size -64M -print0 | xargs -0 cat > /dev/null 2>&1
+}
+
+ready() {
+  install_wheels || exit 1
+  machine
+  warm_site
 }
 
 drop_snapshot() {

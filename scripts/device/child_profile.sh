@@ -6,10 +6,8 @@
 set -u
 OUT=${OUT:-/tmp/child_out}
 . "$(dirname "$0")/_env.sh"
-install_wheels || exit 1
 export CUAUDIT_SRC=/tmp/site
-machine
-warm_site
+ready
 child_reads() {  # child_reads RUN CACHE
   t $PY scripts/child_reads.py -- env -q --cache-dir "$2" --format json -o "$OUT/env-$1.json" --exit-zero 2> "$OUT/child-$1.txt"
   cut -c1-600 "$OUT/child-$1.txt"

@@ -7,9 +7,7 @@
 set -u
 OUT=${OUT:-/tmp/content_ab_out}; BASE=${BASE:-.base_src}
 . "$(dirname "$0")/_env.sh"
-install_wheels || exit 1
-machine
-warm_site
+ready
 rm -rf /tmp/c-cold; /usr/bin/time -f "cold (this tree): %e s wall %U user %S sys %M KB" bash -c "$(cu src) env -q --exit-zero --cache-dir /tmp/c-cold -f json -o $OUT/cold.json"
 content_only /tmp/c-cold
 echo "by-content rows: $(du -sh /tmp/c-cold | cut -f1)"

@@ -6,9 +6,7 @@
 set -u
 OUT=${OUT:-/tmp/fork_ab_out}; BASE=${BASE:-.base_src}
 . "$(dirname "$0")/_env.sh"
-install_wheels || exit 1
-machine
-warm_site
+ready
 run() {  # run LABEL TREE CACHE OUTPUT
   $PY scripts/peak.py "$1" -- $PY -c "import sys; sys.path[:0] = ['$PWD/$2', '/tmp/site']; sys.argv[0] = 'cuaudit'; from cuaudit.cli import entry; entry()" \
     env -q --exit-zero --cache-dir "$3" -f json -o "$4"

@@ -5,9 +5,7 @@
 set -u
 OUT=${OUT:-/tmp/roles_ab_out}; BASE=${BASE:-.base_src}
 . "$(dirname "$0")/_env.sh"
-install_wheels || exit 1
-machine
-warm_site
+ready
 for i in $(seq ${PAIRS:-2}); do for v in "$BASE" src; do
   rm -rf /tmp/c-roles
   log="$OUT/roles-$(basename $v)-$i.log"

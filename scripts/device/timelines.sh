@@ -5,10 +5,8 @@
 set -u
 OUT=${OUT:-/tmp/timelines_out}
 . "$(dirname "$0")/_env.sh"
-install_wheels || exit 1
 export CUAUDIT_SRC=/tmp/site
-machine
-warm_site
+ready
 timeline() {  # timeline RUN CACHE
   t $PY scripts/timeline.py "$OUT/tl-$1.log" -- env -q --cache-dir "$2" --format json -o "$OUT/env-$1.json" --exit-zero
   $PY scripts/timeline.py --summary "$OUT/tl-$1.log" > "$OUT/tl-$1.txt"
