@@ -374,3 +374,28 @@ def test_idle_workers_stay_while_a_later_rule_reads_facts_still_to_extract():
     ex.facts.pending.clear()
     run._let_idle_workers_go(0)
     assert ex.stopped == 2
+
+
+def test_workers_are_idle_only_when_nothing_is_held_unsent_or_still_out():
+    # stopping the pool cancels what it has queued: it must be stopped only with every chunk back
+    from collections import deque
+    from concurrent.futures import Future
+    from types import SimpleNamespace
+
+    ex = extraction.Extraction(Config(cache=False), None)
+    out, back = Future(), Future()
+    back.set_result([])
+    ex._feeder = SimpleNamespace(held=deque(), groups=[0, 1], futures={0: back, 1: out})
+    assert not ex.workers_idle()  # a chunk still out
+    out.set_result([])
+    assert ex.workers_idle()
+    ex._feeder.held.append(2)
+    assert not ex.workers_idle()  # a stage held back
+    ex._feeder = SimpleNamespace(held=deque(), groups=[0, 1, 2], futures={0: back, 1: out})
+    assert not ex.workers_idle()  # a group not sent yet
+    ex._feeder = None
+    ahead = Future()
+    ex._sent = [(ahead, 0, [], set())]
+    assert not ex.workers_idle()  # facts named ahead still out
+    ahead.set_result([])
+    assert ex.workers_idle()
