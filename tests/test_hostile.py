@@ -869,3 +869,63 @@ def test_a_wheel_member_whose_section_headers_start_3_bytes_past_an_aligned_offs
     alarm(10)  # the TimeoutError it raises inside an extractor becomes a finding that says "hung"
     report = audit([str(whl)], config=Config(select=("CU0", "CU6"), cache=False, jobs=1))
     assert all(f.code != "CU011" and "hung" not in f.message for f in report.findings), report.findings
+
+
+# -- a source nested deeper than the interpreter's stack ----------------------------------
+
+#: an attribute chain 300,000 levels deep (600 kB): Python 3.10's ``ast.parse`` overflowed the C
+#: stack on it and the interpreter died (SIGSEGV); 3.11 and later raise RecursionError
+_DEEP_SOURCE = "x = a" + ".b" * 300_000 + "\n"
+
+
+def test_a_source_nested_past_the_c_stack_is_cu006_and_the_scan_goes_on(tmp_path):
+    """In a fresh interpreter (a crash there must not take the test run with it): the deep module is
+    CU006, and the members after it are still read (a syntax error in a second module, a finding of
+    its own)."""
+    import subprocess
+
+    wheel = make_wheel(tmp_path, "deep", "1.0", {"deep/__init__.py": _DEEP_SOURCE, "deep/zz_broken.py": "def (:\n"})
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env = {**os.environ, "PYTHONPATH": src}
+    for jobs in ("1", "2"):
+        done = subprocess.run([sys.executable, "-m", "cuaudit", "check", str(wheel), "--no-cache", "--isolated",
+                               "--jobs", jobs, "-f", "json"], capture_output=True, text=True, env=env, timeout=300)
+        assert done.returncode in (0, 1), (done.returncode, done.stderr[-2000:])
+        found = {(f["code"], f["location"]["member"]) for f in json.loads(done.stdout)["findings"]}
+        assert ("CU006", "deep/__init__.py") in found
+        assert ("CU006", "deep/zz_broken.py") in found
+
+
+def test_a_deep_source_is_refused_by_the_bounded_walk_before_ast_builds_it(monkeypatch):
+    """Where ``ast.parse`` has no bound (3.10; forced here on any version): a text that may nest deeply
+    goes through ``symtable`` first, and ``ast.parse`` never sees one that is too deep; other text
+    parses to the same tree as ``ast.parse`` gives, and a syntax error is ``ast.parse``'s own."""
+    import ast
+
+    import cuaudit.formats.python as python
+
+    monkeypatch.setattr(python, "_UNBOUNDED_AST", True)
+    parsed: list[int] = []
+    real_parse = ast.parse
+
+    def parse(text, *a, **k):  # type: ignore[no-untyped-def]
+        parsed.append(len(text))
+        return real_parse(text, *a, **k)
+
+    monkeypatch.setattr(ast, "parse", parse)
+    with pytest.raises(RecursionError):
+        python.parse_tree(_DEEP_SOURCE, "deep.py")
+    assert parsed == []
+    module = python.parse_python_text(_DEEP_SOURCE, "deep.py")
+    assert module.error is not None and module.error.code == "CU006" and "recursion" in module.error.message
+    # a long module of ordinary depth, past the length and operator counts that send it to symtable
+    ordinary = "".join(f"x{i} = (a.b[{i}] + c * d - e / f) | g\n" for i in range(3_000))
+    assert python._may_nest_deeply(ordinary)
+    assert ast.dump(python.parse_tree(ordinary, "o.py")) == ast.dump(real_parse(ordinary))
+    assert parsed == [len(ordinary)]
+    with pytest.raises(SyntaxError) as refused:
+        python.parse_tree(ordinary + "def (:\n", "o.py")
+    with pytest.raises(SyntaxError) as expected:
+        real_parse(ordinary + "def (:\n", "o.py")
+    assert (refused.value.msg, refused.value.lineno) == (expected.value.msg, expected.value.lineno)
+    assert not python._may_nest_deeply("x = a" + ".b" * 100 + "\n")

@@ -621,9 +621,11 @@ def _finder_mapping(path: str) -> dict[str, str]:
     """setuptools' ``MAPPING = {'pkg': '/src/pkg'}`` in an editable finder module, read with ``ast``."""
     import ast
 
+    from cuaudit.formats.python import parse_tree
+
     data = read_regular(path)
     try:
-        tree = ast.parse(data.decode("utf-8", "replace")) if data is not None else None
+        tree = parse_tree(data.decode("utf-8", "replace"), path) if data is not None else None
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return {}
     if tree is None:
