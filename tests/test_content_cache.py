@@ -36,15 +36,21 @@ def _findings(report, root: Path) -> list[tuple]:
 
 @pytest.fixture
 def parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The paths parsed as Python in this process (audits with one job extract here)."""
+    """The paths parsed, or checked without a tree (``compiles``), as Python in this process (audits
+    with one job extract here)."""
     seen: list[str] = []
-    real = python_format.parse_python_text
+    real, check = python_format.parse_python_text, python_format.compiles
 
     def counting(text: str, path: str = "<source>"):
         seen.append(path)
         return real(text, path)
 
+    def counting_check(text: str, path: str = "<source>"):
+        seen.append(path)
+        return check(text, path)
+
     monkeypatch.setattr(python_format, "parse_python_text", counting)
+    monkeypatch.setattr(python_format, "compiles", counting_check)
     return seen
 
 

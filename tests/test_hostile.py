@@ -902,9 +902,10 @@ def test_a_deep_source_is_refused_by_the_bounded_walk_before_ast_builds_it(monke
     parses to the same tree as ``ast.parse`` gives, and a syntax error is ``ast.parse``'s own."""
     import ast
 
+    import cuaudit.compat as compat
     import cuaudit.formats.python as python
 
-    monkeypatch.setattr(python, "_UNBOUNDED_AST", True)
+    monkeypatch.setattr(compat, "_UNBOUNDED_AST", True)
     parsed: list[int] = []
     real_parse = ast.parse
 
@@ -914,18 +915,18 @@ def test_a_deep_source_is_refused_by_the_bounded_walk_before_ast_builds_it(monke
 
     monkeypatch.setattr(ast, "parse", parse)
     with pytest.raises(RecursionError):
-        python.parse_tree(_DEEP_SOURCE, "deep.py")
+        compat.parse_tree(_DEEP_SOURCE, "deep.py")
     assert parsed == []
     module = python.parse_python_text(_DEEP_SOURCE, "deep.py")
     assert module.error is not None and module.error.code == "CU006" and "recursion" in module.error.message
     # a long module of ordinary depth, past the length and operator counts that send it to symtable
     ordinary = "".join(f"x{i} = (a.b[{i}] + c * d - e / f) | g\n" for i in range(3_000))
-    assert python._may_nest_deeply(ordinary)
-    assert ast.dump(python.parse_tree(ordinary, "o.py")) == ast.dump(real_parse(ordinary))
+    assert compat._may_nest_deeply(ordinary)
+    assert ast.dump(compat.parse_tree(ordinary, "o.py")) == ast.dump(real_parse(ordinary))
     assert parsed == [len(ordinary)]
     with pytest.raises(SyntaxError) as refused:
-        python.parse_tree(ordinary + "def (:\n", "o.py")
+        compat.parse_tree(ordinary + "def (:\n", "o.py")
     with pytest.raises(SyntaxError) as expected:
         real_parse(ordinary + "def (:\n", "o.py")
     assert (refused.value.msg, refused.value.lineno) == (expected.value.msg, expected.value.lineno)
-    assert not python._may_nest_deeply("x = a" + ".b" * 100 + "\n")
+    assert not compat._may_nest_deeply("x = a" + ".b" * 100 + "\n")

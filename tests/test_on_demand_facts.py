@@ -81,10 +81,26 @@ def test_a_module_no_rule_reads_is_never_parsed(tmp_path, parsed):
     assert report.stats["facts_extracted"] > 0
 
 
-def test_without_bytecode_the_format_check_parses_every_module(tmp_path, parsed):
+#: where the format check takes a source no pass parsed without building its tree (formats.python.compiles)
+WITHOUT_TREE = sys.version_info < (3, 12)
+
+
+def test_without_bytecode_the_format_check_reads_every_module_and_builds_no_tree_no_pass_needs(tmp_path, parsed, monkeypatch):
+    checked: list[str] = []
+    real = python_format.compiles
+
+    def spy(text: str, path: str = "<source>") -> bool:
+        checked.append(path)
+        return real(text, path)
+
+    monkeypatch.setattr(python_format, "compiles", spy)
     dist = _installed(tmp_path, PACKAGE, compiled=False)
     audit([dist], config=Config(cache=False, jobs=1), command="explain")
-    assert "pkg/_unread.py" in parsed  # the format check itself (CU006 must be found wherever it is)
+    # the format check itself (CU006 must be found wherever it is); where exact, without a tree
+    assert "pkg/_unread.py" in checked
+    assert ("pkg/_unread.py" not in parsed) == WITHOUT_TREE
+    # a module the passes parsed is checked by their parse: neither parsed twice nor checked again
+    assert "pkg/core.py" in parsed and "pkg/core.py" not in checked
 
 
 def test_without_bytecode_each_module_is_parsed_once_and_every_syntax_error_found(tmp_path, parsed):
@@ -99,7 +115,9 @@ def test_without_bytecode_each_module_is_parsed_once_and_every_syntax_error_foun
     seen = _relative(dist, parsed)
     # once each (the module that does not parse is read again for its bindings, in a batch of their own)
     assert all(seen.count(p) == 1 for p in seen if p != "pkg/core_broken.py") and seen.count("pkg/core_broken.py") <= 2
-    assert {"pkg/core.py", "pkg/_unread.py", "pkg/_unread_broken.py"} <= set(seen)
+    # what no pass parsed: checked without a tree where it compiles (and that is exact), else parsed
+    assert {"pkg/core.py", "pkg/_unread_broken.py"} <= set(seen)
+    assert ("pkg/_unread.py" in seen) != WITHOUT_TREE
     broken = sorted(f.location.member for f in report.findings if f.code == "CU006")
     assert broken == ["pkg/_unread_broken.py", "pkg/core_broken.py"]
     # the same findings as the format check alone, and as an environment with bytecode
@@ -243,6 +261,131 @@ def test_a_stale_or_forged_pyc_never_hides_a_syntax_error(tmp_path):
     _header(Path(importlib.util.cache_from_source(str(site / "pkg/forged.py"))), mtime=int(st.st_mtime), size=st.st_size + 3)
     report = audit([dist], config=Config(cache=False, jobs=1, select=("CU0",)), command="explain")
     assert sorted((f.code, f.location.member) for f in report.findings) == [("CU006", "pkg/__init__.py"), ("CU006", "pkg/forged.py")]
+
+
+# -- the format check without a tree (formats.python.compiles) ------------------------------------
+
+
+def _ast_parses(text: str) -> bool:
+    import ast
+
+    try:
+        ast.parse(text)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return False
+    return True
+
+
+#: the constructs a tree nests by, each wrapped around an attribute chain of N levels: those where
+#: ``ast`` builds a level the compiler's walk does not have (a keyword, a comprehension, an except
+#: clause, a lambda's arguments) make the tree deeper for ``ast`` than for ``symtable``
+_NESTINGS = {
+    "attribute": lambda n: "x = a" + ".b" * n + "\n",
+    "sum": lambda n: "x = 1" + "+1" * n + "\n",
+    "unary": lambda n: "x = " + "-" * n + "1\n",
+    "not": lambda n: "x = " + "not " * n + "y\n",
+    "ifexp": lambda n: "x = " + "a if b else " * n + "c\n",
+    "elif": lambda n: "if a:\n    pass\n" + "elif a:\n    pass\n" * n,
+    "keywords": lambda n: "z = " + "f(a=" * 190 + "x" + ".b" * n + ")" * 190 + "\n",
+    "comprehensions": lambda n: "z = " + "[y for y in " * 190 + "x" + ".b" * n + "]" * 190 + "\n",
+    "lambda defaults": lambda n: "z = " + "lambda a=" * 700 + "x" + ".b" * n + ": 0" * 700 + "\n",
+    "excepts": lambda n: "".join(" " * (2 * i) + "try:\n" + " " * (2 * i + 1) + "pass\n" + " " * (2 * i) + "except E:\n"
+                                 for i in range(47)) + " " * 94 + "z = a" + ".b" * n + "\n",
+    "match": lambda n: "match x:\n case " + "C(k=" * 190 + "a" + ".b" * n + ")" * 190 + ":\n  pass\n",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_NESTINGS))
+def test_what_compiles_takes_ast_parses_at_every_depth(kind):
+    """True from the check without a tree is final: at and past its own bound, and around the depth
+    where ``ast.parse`` stops, nothing it takes fails ``ast.parse``.  (On 3.12 and later it takes
+    nothing: there ``symtable`` goes one or two levels deeper than ``ast``, and ``ast`` up to 750
+    deeper than ``symtable`` on a tree of keywords and lambda defaults.)"""
+    form = _NESTINGS[kind]
+
+    def deepest(accepts, hi: int) -> int:
+        lo = 0
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if accepts(form(mid)) else (lo, mid - 1)
+        return lo
+
+    ast_limit = deepest(_ast_parses, 12_000)
+    check_limit = deepest(python_format.compiles, 12_000)
+    for depth in {0, 10, check_limit, check_limit + 1, check_limit + 2, ast_limit - 1, ast_limit, ast_limit + 1,
+                  ast_limit + 200, 11_000}:
+        if depth >= 0 and python_format.compiles(form(depth)):
+            assert _ast_parses(form(depth)), (kind, depth)
+    if WITHOUT_TREE:
+        assert python_format.compiles(form(10)) and check_limit > 100  # nesting as real code nests is taken
+    else:
+        assert not python_format.compiles(form(0))
+
+
+@pytest.mark.parametrize("text, parses", [
+    ("x = 1\n", True),
+    ("def (:\n", False),
+    ("x = (\n", False),
+    ("x = 1\0\n", False),
+    ("def f(a, a):\n    pass\n", True),  # the scopes refuse it, the grammar takes it: a parse decides
+    ("nonlocal x\n", True),
+    ("async def f():\n    await g()\n", True),
+    ("await g()\n", True),
+    ("from __future__ import braces\n", True),
+    ("x: int = 1\nmatch x:\n    case 1:\n        pass\n", True),
+])
+def test_the_check_without_a_tree_and_the_parse_give_one_verdict(tmp_path, text, parses):
+    from cuaudit.formats.python import parse_python_text
+
+    [art] = resolve([str(make_tree(tmp_path, {"m.py": text}))])
+    reader, parsed_reader = _reader(art, "m.py"), _reader(art, "m.py")
+    error = reader.python_error()
+    assert (error is None) == parses == parsed_reader.python().ok
+    if error is not None:
+        assert error.message == parsed_reader.python().error.message
+    # a tree only to say why, or where the check without one is not exact
+    built = "python" in reader.__dict__.get("_formats", {})
+    assert built == (error is not None or not python_format.compiles(text))
+    assert python_format.compiles("x = 1\n") == WITHOUT_TREE
+    assert parse_python_text(text).ok == parses
+
+
+def test_the_check_without_a_tree_agrees_with_the_parse_on_every_stdlib_module():
+    import sysconfig
+
+    root = Path(sysconfig.get_paths()["stdlib"])
+    checked = taken = 0
+    for path in sorted(root.rglob("*.py"))[:3000]:
+        data = path.read_bytes()
+        try:
+            text = python_format.decode_python(data, str(path))
+        except InputError:
+            continue
+        module = python_format.parse_python_text(text, str(path))
+        if python_format.compiles(text, str(path)):
+            assert module.ok, path
+            taken += 1
+        checked += 1
+    assert checked > 500
+    # the stdlib's test suite keeps sources that do not parse on purpose: the rest is taken
+    assert (taken > checked * 0.95) == WITHOUT_TREE
+
+
+def test_the_format_check_comes_after_the_passes_that_parse_and_shares_their_parse(tmp_path, parsed, monkeypatch):
+    from cuaudit.workers import extract_group
+
+    checked: list[str] = []
+    real = python_format.compiles
+    monkeypatch.setattr(python_format, "compiles", lambda text, path="<source>": checked.append(path) or real(text, path))
+    text = "import numpy as np\n\ndef f(a):\n    return a.astype(np.float32)\n"
+    [art] = resolve([str(make_tree(tmp_path, {"m.py": text, "n.py": "x = 1\n"}))])
+    # asked first, it runs last: promotion_source parses m.py, and the check shares that parse
+    rows = extract_group(art, [(art.member("m.py"), ("format", "promotion_source")), (art.member("n.py"), ("format",))])
+    assert [(p, n, ok) for p, n, ok, _ in rows] == [("m.py", "format", True), ("m.py", "promotion_source", True),
+                                                    ("n.py", "format", True)]  # rows in the order asked
+    assert [os.path.basename(p) for p in checked] == ["n.py"]
+    assert [os.path.basename(p) for p in parsed] == (["m.py"] if WITHOUT_TREE else ["m.py", "n.py"])
+    assert rows[1][3] != PromotionFacts()  # promotion_source did parse it
 
 
 # -- promotion_source without a parse ------------------------------------------------------------

@@ -104,11 +104,12 @@ def extract_group(artifact: Artifact, tasks: list[tuple[Member, tuple[str, ...]]
                     ex.prepare(reader)
                 except Exception:  # noqa: BLE001 - extract() meets (and reports) the same problem
                     pass
-            for name, ex in zip(names, extractors):
-                try:
-                    out.append((member.path, name, True, ex.extract(reader)))
-                except Exception as exc:  # noqa: BLE001 - one bad file never stops the scan
-                    out.append((member.path, name, False, error_for(exc)))
+            # those that come last (Extractor.last) after the others, the rows in the order asked
+            last = [ex.last(member) for ex in extractors]
+            rows = {name: _extracted(member, name, ex, reader) for name, ex, z in zip(names, extractors, last) if not z}
+            if len(rows) < len(names):
+                rows.update({name: _extracted(member, name, ex, reader) for name, ex, z in zip(names, extractors, last) if z})
+            out += [rows[name] for name in names]
             if digest is not None:
                 for path, name, _ok, _value in out[start:]:
                     if name not in reader.beside:  # a fact resting on more than the bytes is never kept so
@@ -117,6 +118,14 @@ def extract_group(artifact: Artifact, tasks: list[tuple[Member, tuple[str, ...]]
         if by_content is not None and not keep_cas:
             by_content.store.close()
     return out
+
+
+def _extracted(member: Member, name: str, ex: facts_registry.Extractor, reader: MemberReader) -> tuple[str, str, bool, Any]:
+    """One extractor's result row for :func:`extract_group`: its fact, or the error it met."""
+    try:
+        return member.path, name, True, ex.extract(reader)
+    except Exception as exc:  # noqa: BLE001 - one bad file never stops the scan
+        return member.path, name, False, error_for(exc)
 
 
 # -- facts found by content ------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from typing import IO, TYPE_CHECKING, Any, ClassVar, TypeVar
 from cuaudit.model import InputError, Member
 
 if TYPE_CHECKING:  # pragma: no cover
+    from cuaudit.formats import FormatError
     from cuaudit.formats.elf import ElfImage
     from cuaudit.formats.python import PythonModule
     from cuaudit.formats.toml import TomlDocument
@@ -103,6 +104,17 @@ class MemberReader:
         from cuaudit.formats.python import MAX_SOURCE_BYTES, parse_python
 
         return self._format("python", lambda: parse_python(self.read(MAX_SOURCE_BYTES + 1), self.path))
+
+    def python_error(self) -> "FormatError | None":
+        """``python().error`` (raising as :meth:`python` raises for what is not text), without a
+        tree where this pass has none and none is needed: a source
+        :func:`cuaudit.formats.python.compiles` takes has no error; any other is parsed to say why."""
+        if "python" not in self.__dict__.get("_formats", {}):
+            from cuaudit.formats.python import MAX_SOURCE_BYTES, compiles, decode_python
+
+            if compiles(decode_python(self.read(MAX_SOURCE_BYTES + 1), self.path), self.path):
+                return None
+        return self.python().error
 
     def python_text(self) -> str:
         """The text :meth:`python` parses (raising as it raises for what is not text), without a
@@ -276,6 +288,13 @@ class Extractor:
         """Whether an ``extracted_along`` fact of this member (an installed distribution's: the
         members whose on-demand facts wait to be read) comes along with another one's parse."""
         return True
+
+    @classmethod
+    def last(cls, member: Member) -> bool:
+        """Whether this member's fact is extracted after its other facts of the same call: one that
+        uses a parse they made, and answers without one where they made none (the format check
+        of a Python source)."""
+        return False
 
     def prepare(self, reader: MemberReader) -> None:
         """Called for every extractor of a member before any of them extracts: a pass that

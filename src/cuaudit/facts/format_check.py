@@ -4,8 +4,12 @@ It runs on every member that has a format (Python sources, TOML files, ELF
 images: headers that fit the file and the dynamic loader's view, CU005) whenever any CU0xx rule is
 selected, whatever other rules are: a file with ``def (:`` is CU006 under
 ``--select CU0`` as under ``--select CU4,CU0``.  It shares the member's one
-parse with the extractors of the same pass (``MemberReader`` keeps it), so it
-costs nothing more when they run too.
+parse with the extractors of the same pass (``MemberReader`` keeps it, and the
+check comes after them), so it costs nothing more when they run too.  A source
+no pass parses (an environment's tests, the modules no import reaches) is
+checked without building its tree where that is exact (``MemberReader.python_error``,
+``formats.python.compiles``: Python 3.10 and 3.11): in an environment installed
+without bytecode files (uv's default) those are half of its sources.
 
 An installed source whose ``__pycache__`` holds a valid bytecode file of the
 interpreter cuaudit parses with is known to compile, hence to parse: it is not
@@ -54,6 +58,12 @@ class FormatCheck(Extractor):
         return format_of(member) == "python"
 
     @classmethod
+    def last(cls, member: Member) -> bool:
+        # a source's check shares the parse of the passes before it, and where none parsed,
+        # it is checked without building a tree (MemberReader.python_error)
+        return format_of(member) == "python"
+
+    @classmethod
     def reads_whole(cls, member: Member) -> bool:
         return format_of(member) != "elf"  # an ELF image is checked from its prefix
 
@@ -74,8 +84,7 @@ class FormatCheck(Extractor):
             return None
         if kind == "python" and (self.name in reader.beside or self.answers_beside(reader)):
             return None
-        parsed = reader.python() if kind == "python" else reader.toml()
-        error = parsed.error
+        error = reader.python_error() if kind == "python" else reader.toml().error
         if error is not None:
             # a build script that does not parse (setup.py) stops every build front end: CU007
             code = "CU007" if reader.member.kind is MemberKind.BUILD and error.code == "CU006" else error.code

@@ -17,6 +17,7 @@ import tokenize
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
+from cuaudit.compat import parse_tree
 from cuaudit.formats import FormatError
 from cuaudit.model import InputError
 
@@ -113,46 +114,6 @@ def parse_python(data: bytes, path: str) -> PythonModule:
     return parse_python_text(decode_python(data, path), path)
 
 
-def parse_tree(text: str, path: str = "<source>", mode: str = "exec") -> ast.AST:
-    """``ast.parse`` of untrusted text: a tree, or the exception ``ast.parse`` raises.
-
-    Python 3.10 builds the tree's objects without any bound on its depth: a left-recursive chain
-    (``a.b.b.b…``, ``1+1+1…``, ``f()()()…``) about 105,000 levels deep, 210 kB of text, overflows
-    the C stack and the interpreter dies (SIGSEGV), where 3.11 and later raise RecursionError.  There
-    a source that could be that deep (``_MAY_NEST_DEEPLY``) first goes through ``symtable``, whose
-    walk of the same parse is bounded (about 3,000 levels): past it, RecursionError, which is also
-    what 3.10 raises compiling that source to import it.  Anything else ``symtable`` refuses is left
-    to ``ast.parse``.
-    """
-    if _UNBOUNDED_AST and _may_nest_deeply(text):
-        import symtable
-
-        try:
-            symtable.symtable(text, path, mode)
-        except RecursionError:
-            raise
-        except Exception:  # noqa: BLE001 - a syntax error or a NUL byte: ast.parse says which
-            pass
-    return ast.parse(text, filename=path, mode=mode, type_comments=False)
-
-
-#: whether ``ast.parse`` itself may overflow the C stack on a deep tree (before 3.11)
-_UNBOUNDED_AST = sys.version_info < (3, 11)
-#: the characters each level of an unbounded chain costs at least one of: ``.`` ``(`` ``[`` and
-#: the binary operators (brackets nest only 200 deep: the tokenizer's own bound)
-_CHAIN_CHARACTERS = ".([+-*/%@&|^<>"
-#: chains of this many levels are safe on 3.10's main-thread stack with a margin of five
-_SAFE_LINKS = 20_000
-
-
-def _may_nest_deeply(text: str) -> bool:
-    """Whether ``text`` may hold a chain of ``_SAFE_LINKS`` levels: a level costs two characters at
-    least, one of them in ``_CHAIN_CHARACTERS`` (counted in C, one pass per character)."""
-    if len(text) < 2 * _SAFE_LINKS:
-        return False
-    return sum(text.count(c) for c in _CHAIN_CHARACTERS) >= _SAFE_LINKS
-
-
 def parse_python_text(text: str, path: str = "<source>") -> PythonModule:
     """Parse source that is already text (what ``parse_python`` does after decoding)."""
     lines = source_lines(text)
@@ -166,6 +127,51 @@ def parse_python_text(text: str, path: str = "<source>") -> PythonModule:
         return PythonModule(path, text, ast.Module(body=[], type_ignores=[]),
                             FormatError("CU006", f"{path}: not valid Python: {msg}{where}", line, col), lines)
     return PythonModule(path, text, tree, None, lines)
+
+
+def compiles(text: str, path: str = "<source>") -> bool:
+    """Whether ``ast.parse`` takes ``text``, where that is known without building its tree.
+
+    True is final: :func:`parse_python_text` would find no error.  False says nothing: parse it to
+    learn why (or that it parses after all).  It runs the interpreter's ``symtable`` (the same
+    tokenizer and parser into the C arena, then one object per scope instead of one per node of
+    the tree, about 40 % less time than ``ast.parse``), on the versions where its verdict can be
+    made exact (``_EXACT_WITHOUT_TREE``: 3.10 and 3.11; elsewhere always False).
+
+    Exact, because the two differ only in the depth they go to.  ``ast`` builds a Python object for
+    nodes the compiler's walk passes through without a level of its own (a keyword argument, a
+    comprehension, an ``except`` clause, the arguments of a ``lambda``): a tree can be deeper for
+    ``ast`` than for ``symtable``, by up to about 750 levels where the parser stops (a chain of
+    ``lambda a=`` defaults) plus 200 brackets and 100 indentations.  ``ast.parse`` refuses a tree
+    about 2,990 levels deep.  On 3.10 and 3.11 the walk's bound follows the recursion limit, so
+    here it runs with that limit ``_WALK_MARGIN`` frames above the current depth: about 900
+    levels, far below what either refuses.  A deeper source (none real: the deepest real module
+    seen nests about 60) is False, and parsed.  ``tests/test_format_check.py`` compares the verdict
+    with ``ast.parse`` on every nesting construct at and past both bounds.
+    """
+    if not _EXACT_WITHOUT_TREE or "\0" in text:
+        return False
+    import _symtable
+
+    old = sys.getrecursionlimit()
+    frame, depth = sys._getframe(), 0
+    while frame is not None:
+        frame, depth = frame.f_back, depth + 1
+    try:
+        sys.setrecursionlimit(depth + _WALK_MARGIN)
+        _symtable.symtable(text, path, "exec")  # C, holding the GIL: no other thread meets the limit
+    except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError):
+        return False
+    finally:
+        sys.setrecursionlimit(old)
+    return True
+
+
+#: where the compiler's walk of a parse (``symtable``) is bounded by the recursion limit: 3.12 and
+#: later bound it by a fixed count instead, one or two levels past ``ast``'s for the same tree
+_EXACT_WITHOUT_TREE = sys.version_info < (3, 12)
+#: frames of recursion limit given to that walk: it goes about three levels of the tree per frame
+_WALK_MARGIN = 300
 
 
 # -- walking the tree: ast.walk / ast.iter_child_nodes without their per-node generators ---------

@@ -621,7 +621,7 @@ def _finder_mapping(path: str) -> dict[str, str]:
     """setuptools' ``MAPPING = {'pkg': '/src/pkg'}`` in an editable finder module, read with ``ast``."""
     import ast
 
-    from cuaudit.formats.python import parse_tree
+    from cuaudit.compat import parse_tree
 
     data = read_regular(path)
     try:
