@@ -353,6 +353,8 @@ def test_the_check_without_a_tree_and_the_parse_give_one_verdict(tmp_path, text,
 def test_the_check_without_a_tree_agrees_with_the_parse_on_every_stdlib_module():
     import sysconfig
 
+    import warnings
+
     root = Path(sysconfig.get_paths()["stdlib"])
     checked = taken = 0
     for path in sorted(root.rglob("*.py"))[:3000]:
@@ -361,8 +363,11 @@ def test_the_check_without_a_tree_agrees_with_the_parse_on_every_stdlib_module()
             text = python_format.decode_python(data, str(path))
         except InputError:
             continue
-        module = python_format.parse_python_text(text, str(path))
-        if python_format.compiles(text, str(path)):
+        with warnings.catch_warnings():  # the stdlib's tests hold invalid escapes on purpose (as the CLI, ignored)
+            warnings.simplefilter("ignore")
+            module = python_format.parse_python_text(text, str(path))
+            taken_here = python_format.compiles(text, str(path))
+        if taken_here:
             assert module.ok, path
             taken += 1
         checked += 1
