@@ -78,6 +78,52 @@ def test_cache_is_keyed_by_content_and_extractor_version(tmp_path, marker_rules,
     assert [m for _, m in calls()] == ["a.py", "b.py", "b.py", "a.py", "b.py"]
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_facts_parsed_under_another_grammar_are_never_an_answer(tmp_path, monkeypatch, jobs):
+    """A source's facts depend on the grammar cuaudit's own interpreter parses with: one cache shared
+    by cuaudit under 3.12 and 3.11 answered the 3.11 run with 3.12's verdict on ``f"{d["a"]}"`` (no
+    CU006, where a fresh 3.11 run reports it).  Simulated here: a first audit under another grammar
+    tag whose parser takes every source; the audit under this interpreter's own tag parses again and
+    finds the error, and each grammar's facts stay cached beside the other's."""
+    import cuaudit.store as store
+    from cuaudit.formats import python as python_format
+
+    from conftest import make_installed
+
+    dist = make_installed(tmp_path / "site", "pkg", {"pkg/__init__.py": "from . import mod\n", "pkg/mod.py": "x = (\n"})
+    conf = Config(cache_dir=str(tmp_path / "cache"), jobs=jobs)
+    own = store.GRAMMAR
+    newer = python_format.parse_python_text("x = 1\n")
+
+    def set_grammar(tag: str) -> None:
+        monkeypatch.setattr(store, "GRAMMAR", tag)
+        monkeypatch.setattr(extraction, "GRAMMAR", tag)
+        # another interpreter has its own snapshots (their slot names sys.version): only the facts are shared
+        if (tmp_path / "cache" / "facts.sqlite3").exists():
+            db = sqlite3.connect(tmp_path / "cache" / "facts.sqlite3")
+            db.execute("DELETE FROM facts WHERE key LIKE 'snapshot:%'")
+            db.commit()
+            db.close()
+
+    set_grammar("cpython-9.99")
+    with monkeypatch.context() as m:
+        m.setattr(python_format, "parse_python_text", lambda text, path="<source>": newer)
+        m.setattr(python_format, "compiles", lambda text, path="<source>": True)
+        other = audit([dist], config=conf)
+    assert "CU006" not in {f.code for f in other.findings}  # what that grammar says
+    set_grammar(own)
+    here = audit([dist], config=conf)
+    assert [(f.code, f.location.member) for f in here.findings if f.code == "CU006"] == [("CU006", "pkg/mod.py")]
+    assert here.stats["facts_cached"] == 0
+    # both stay: each interpreter's next run reads its own facts
+    again = audit([dist], config=conf)
+    assert again.stats["facts_extracted"] == 0 and {f.code for f in again.findings} == {f.code for f in here.findings}
+    set_grammar("cpython-9.99")
+    back = audit([dist], config=conf)
+    assert back.stats["facts_extracted"] == 0 and "CU006" not in {f.code for f in back.findings}
+    assert back.stats["facts_by_content"] == 0  # from its own bundle, not row by row
+
+
 def test_input_problems_are_cached_too(tmp_path, marker_rules, calls):
     whl = make_wheel(tmp_path, "latin", "1.0", {"latin/a.py": b"x = '\xff'\n"})
     conf = only_cu0(cache_dir=str(tmp_path / "cache"), jobs=1)

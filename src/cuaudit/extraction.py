@@ -23,7 +23,7 @@ from cuaudit.config import Config
 from cuaudit.heap import gc_paused, give_back_free_memory
 from cuaudit.inputs import Artifact
 from cuaudit.model import ArtifactKind, ArtifactRef, Finding, Location, Member, MemberKind
-from cuaudit.store import FactStore, default_cache_dir
+from cuaudit.store import GRAMMAR, FactStore, default_cache_dir
 from cuaudit.workers import REUSED, CachedFailure, Pickled
 
 
@@ -761,7 +761,9 @@ class Extraction:
             identity = (ref.kind.value, ref.path, ref.name)
             store = self.store
             if kind == "facts":
-                identity = (kind, *identity, ref.version)
+                # one bundle per grammar (store.GRAMMAR), as the facts' keys: two interpreters sharing
+                # a cache do not drop each other's facts from one bundle, run after run
+                identity = (kind, *identity, ref.version, GRAMMAR)
             if artifact.machine:
                 # kept across --no-cache runs: the audited interpreter (its stdlib folder and
                 # version) and the one parsing it name the bundle; each fact's key holds its file's stat

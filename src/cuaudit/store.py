@@ -1,7 +1,7 @@
 """The fact cache: SQLite, embedded, in the user cache directory.
 
-Keyed by (extractor, extractor version, cuaudit version, member content key),
-so a second audit of the same files reads nothing but their stat (or zip
+Keyed by (extractor, extractor version, cuaudit version, the grammar cuaudit
+parses Python with, member content key), so a second audit of the same files reads nothing but their stat (or zip
 directory) and is near-instant.  Values are pickles of the extractors' frozen
 dataclasses; a value that no longer unpickles is a miss, never an error.
 """
@@ -12,6 +12,7 @@ import os
 import pickle
 import shutil
 import sqlite3
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
@@ -21,6 +22,11 @@ from cuaudit.heap import gc_paused
 
 _SCHEMA = 1
 _MISS = object()
+#: the Python grammar cuaudit's own interpreter parses audited sources with (``ast``, ``symtable``,
+#: the pyc headers it trusts): a fact of a source depends on it (``f"{d["a"]}"`` parses on 3.12,
+#: not on 3.11), so a cache shared by cuaudit under two interpreters keeps each one's facts apart
+#: instead of answering one with the other's (the 3.11 run then missed that CU006)
+GRAMMAR = f"{sys.implementation.name}-{sys.version_info[0]}.{sys.version_info[1]}"
 
 
 def default_cache_dir() -> str:
@@ -88,7 +94,7 @@ class FactStore:
 
     @staticmethod
     def key(extractor: str, version: int, content_key: str) -> str:
-        return f"{_SCHEMA}:{__version__}:{extractor}:{version}:{content_key}"
+        return f"{_SCHEMA}:{__version__}:{GRAMMAR}:{extractor}:{version}:{content_key}"
 
     def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
         db = self._conn()
