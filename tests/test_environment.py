@@ -20,7 +20,7 @@ from marker_rules import WARN, marker_rules, only_cu0  # noqa: F401 - fixture
 from cuaudit import audit
 from cuaudit.config import Config
 from cuaudit.inputs.environment import load_environment, read_pth_paths
-from cuaudit.model import ArtifactKind
+from cuaudit.model import ArtifactKind, Severity
 
 NOCACHE = only_cu0(cache=False)
 
@@ -414,3 +414,48 @@ def test_metadata_folders_are_found_as_importlib_metadata_finds_them(tmp_path):
     assert [m for m, _ in ours] == theirs
     assert len(theirs) == 2 * 6 + 1 + 1  # the site twice, the egg's EGG-INFO, the zip's dist-info
     assert [d is not None for _, d in ours].count(True) == 1  # the zip's, from importlib.metadata
+
+
+# -- an environment of a newer Python than cuaudit's own ---------------------------------------------
+
+
+def _interpreter_answering(tmp_path: Path, version: str, site: Path) -> Path:
+    """A stand-in for ``python`` that answers cuaudit's question about its paths (never runs anything)."""
+    import json
+
+    answer = json.dumps({"executable": "/x/python", "version": version, "implementation": "cpython",
+                         "platform": "linux-x86_64", "prefix": str(tmp_path), "site_dirs": [str(site)],
+                         "sys_path": [], "user_site": None})
+    python = tmp_path / f"python{version}"
+    python.write_text(f"#!/bin/sh\ncat <<'EOF'\n{answer}\nEOF\n")
+    python.chmod(0o755)
+    return python
+
+
+@pytest.mark.parametrize("newer", [True, False])
+def test_a_source_of_a_newer_python_is_a_warning_naming_the_python_to_run_cuaudit_with(tmp_path, newer):
+    """cuaudit parses with its own interpreter's grammar: ``f"{d["a"]}"`` is Python 3.12 and a syntax
+    error before it.  cuaudit on 3.11 called such a module of a 3.12 environment "not valid Python",
+    an error.  When the environment runs a newer Python, what does not parse is a warning that says
+    so; on the same Python it stays an error; a wheel's source is not the environment's."""
+    site = make_tree(tmp_path / "site", {
+        "demo-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: demo\nVersion: 1.0\n",
+        "demo-1.0.dist-info/RECORD": "demo/__init__.py,,\ndemo/new.py,,\n",
+        "demo-1.0.dist-info/top_level.txt": "demo\n",
+        "demo/__init__.py": "", "demo/new.py": "x = (\n",
+    })
+    own = sys.version_info[:2]
+    version = f"{own[0]}.{own[1] + 1}.0" if newer else f"{own[0]}.{own[1]}.4"
+    python = _interpreter_answering(tmp_path, version, site)
+    wheel = make_wheel(tmp_path, "other", "1.0", {"other/new.py": "x = (\n"})
+    report = audit([str(wheel)], env=str(python), config=Config(cache=False, jobs=1))
+    found = {f.location.member: f for f in report.findings if f.code == "CU006"}
+    assert set(found) == {"demo/new.py", "other/new.py"}
+    assert found["other/new.py"].severity is Severity.ERROR
+    env_finding = found["demo/new.py"]
+    if newer:
+        assert env_finding.severity is Severity.WARNING
+        assert f"this environment runs Python {own[0]}.{own[1] + 1}" in env_finding.message
+        assert env_finding.evidence["parsed_with"] == f"{own[0]}.{own[1]}"
+    else:
+        assert env_finding.severity is Severity.ERROR and "environment runs" not in env_finding.message

@@ -206,6 +206,10 @@ def audit(
         findings: list[Finding] = list(gathered.problems) + rules.findings
         # problems met extracting what the rules read on demand (the format check's own, as a rule)
         findings += extraction.problems[gathered.reported:]
+        if environment is not None:
+            from cuaudit.rules.input import ContentMismatch
+
+            findings = ContentMismatch.under_a_newer_python(findings, environment)
         stats = audit_stats(gathered, started)
         suppressions = suppressions_for(findings, artifacts, config)
         if slot is not None and content is not None and not any(f.code == "CU011" for f in findings):

@@ -7,7 +7,11 @@ every code has its documentation, severity and selection like any rule.
 
 from __future__ import annotations
 
-from cuaudit.model import Severity
+import sys
+from dataclasses import replace
+from typing import Sequence
+
+from cuaudit.model import ArtifactKind, EnvironmentInfo, Finding, Severity
 from cuaudit.rules import Rule
 
 
@@ -166,6 +170,11 @@ class ContentMismatch(InputRule):
     Tools pick their handling from the name; a mislabelled file is either
     skipped silently or breaks at install or import time.
 
+    cuaudit parses Python with the grammar of the interpreter it runs on.
+    When `env --python` names an environment of a newer Python, a source
+    that does not parse may be newer syntax (`f"{d["a"]}"` is Python 3.12):
+    it is reported as a warning that names the Python to run cuaudit with.
+
     ## Example
     `libfoo.so` that is an HTML error page saved by a failed download.
 
@@ -180,6 +189,41 @@ class ContentMismatch(InputRule):
     name = "content-mismatch"
     summary = "A file's content does not match its name"
     severity = Severity.ERROR
+
+    @classmethod
+    def under_a_newer_python(cls, findings: Sequence[Finding], environment: EnvironmentInfo | None) -> list[Finding]:
+        """``findings``, with each installed source of ``environment`` that did not parse made a warning
+        that says why it may parse there, when that environment runs a newer Python than cuaudit.
+
+        cuaudit parses with its own interpreter's grammar: ``f"{d["a"]}"`` is Python 3.12 and a syntax
+        error to 3.11, so cuaudit on 3.11 (installed with pipx under the system's Python) called a 3.12
+        environment's valid module "not valid Python" (an error).  What it cannot parse there it cannot
+        check either way: the finding stays, as a warning naming the Python to run cuaudit with.
+        """
+        newer = _newer_than_cuaudit(environment)
+        if newer is None:
+            return list(findings)
+        own = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        out = []
+        for f in findings:
+            if f.code == cls.code and f.evidence.get("extractor") == "format" and "not valid Python:" in f.message \
+                    and f.location.artifact.kind is ArtifactKind.INSTALLED:
+                f = replace(f, severity=Severity.WARNING, evidence={**f.evidence, "parsed_with": own, "environment_python": newer},
+                            message=f"{f.message}; cuaudit parses Python {own} and this environment runs Python {newer}: "
+                                    f"the source may be newer Python (run cuaudit on Python {newer} to check it)")
+            out.append(f)
+        return out
+
+
+def _newer_than_cuaudit(environment: EnvironmentInfo | None) -> str | None:
+    """The environment's Python as ``X.Y`` when it is newer than the one cuaudit runs on, else None."""
+    if environment is None:
+        return None
+    try:
+        major, minor = (int(x) for x in environment.version.split(".")[:2])
+    except ValueError:
+        return None
+    return f"{major}.{minor}" if (major, minor) > sys.version_info[:2] else None
 
 
 class InvalidProjectFile(InputRule):
