@@ -1,8 +1,8 @@
 """The fact cache: SQLite, embedded, in the user cache directory.
 
 Keyed by (extractor, extractor version, cuaudit version, the grammar cuaudit
-parses Python with, member content key), so a second audit of the same files reads nothing but their stat (or zip
-directory) and is near-instant.  Values are pickles of the extractors' frozen
+parses Python with, member content key), so a second audit of the same files
+reads nothing but their stat (or zip directory) and is near-instant.  Values are pickles of the extractors' frozen
 dataclasses; a value that no longer unpickles is a miss, never an error.
 """
 

@@ -145,9 +145,9 @@ def compiles(text: str, path: str = "<source>") -> bool:
     ``lambda a=`` defaults) plus 200 brackets and 100 indentations.  ``ast.parse`` refuses a tree
     about 2,990 levels deep.  On 3.10 and 3.11 the walk's bound follows the recursion limit, so
     here it runs with that limit ``_WALK_MARGIN`` frames above the current depth: about 900
-    levels, far below what either refuses.  A deeper source (none real: the deepest real module
-    seen nests about 60) is False, and parsed.  ``tests/test_format_check.py`` compares the verdict
-    with ``ast.parse`` on every nesting construct at and past both bounds.
+    levels, far below what either refuses.  A deeper source is False, and parsed.
+    ``tests/test_on_demand_facts.py`` compares the verdict with ``ast.parse`` on every nesting
+    construct at and past both bounds (the figures are in benchmarks/RESULTS.md, fourteenth session).
     """
     if not _EXACT_WITHOUT_TREE or "\0" in text:
         return False
@@ -158,8 +158,10 @@ def compiles(text: str, path: str = "<source>") -> bool:
     while frame is not None:
         frame, depth = frame.f_back, depth + 1
     try:
+        # the limit is the interpreter's: another thread may run under it for a few bytecodes until the
+        # C call takes the GIL for its whole length (the worker pool's threads are far shallower)
         sys.setrecursionlimit(depth + _WALK_MARGIN)
-        _symtable.symtable(text, path, "exec")  # C, holding the GIL: no other thread meets the limit
+        _symtable.symtable(text, path, "exec")
     except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError):
         return False
     finally:
