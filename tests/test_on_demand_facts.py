@@ -295,6 +295,13 @@ _NESTINGS = {
 }
 
 
+def _frames() -> int:
+    frame, depth = sys._getframe(), 0
+    while frame is not None:
+        frame, depth = frame.f_back, depth + 1
+    return depth
+
+
 @pytest.mark.parametrize("kind", sorted(_NESTINGS))
 def test_what_compiles_takes_ast_parses_at_every_depth(kind):
     """True from the check without a tree is final: at and past its own bound, and around the depth
@@ -318,6 +325,16 @@ def test_what_compiles_takes_ast_parses_at_every_depth(kind):
             assert _ast_parses(form(depth)), (kind, depth)
     if WITHOUT_TREE:
         assert python_format.compiles(form(10)) and check_limit > 100  # nesting as real code nests is taken
+        # and under a recursion limit a library user lowered, where ast.parse's bound is lower too
+        low = sys.getrecursionlimit()
+        try:
+            sys.setrecursionlimit(_frames() + 500)
+            ast_low, check_low = deepest(_ast_parses, 12_000), deepest(python_format.compiles, 12_000)
+            for depth in {check_low, check_low + 1, ast_low - 1, ast_low, ast_low + 1}:
+                if python_format.compiles(form(depth)):
+                    assert _ast_parses(form(depth)), (kind, "low limit", depth)
+        finally:
+            sys.setrecursionlimit(low)
     else:
         assert not python_format.compiles(form(0))
 

@@ -157,10 +157,15 @@ def compiles(text: str, path: str = "<source>") -> bool:
     frame, depth = sys._getframe(), 0
     while frame is not None:
         frame, depth = frame.f_back, depth + 1
+    # ast.parse's bound follows the same limit (about three levels a frame): the walk's stays
+    # _AST_LEAD frames below it, whatever limit the process runs with (a library user may lower it)
+    limit = min(depth + _WALK_MARGIN, old - _AST_LEAD)
+    if limit <= depth + 10:
+        return False
     try:
         # the limit is the interpreter's: another thread may run under it for a few bytecodes until the
         # C call takes the GIL for its whole length (the worker pool's threads are far shallower)
-        sys.setrecursionlimit(depth + _WALK_MARGIN)
+        sys.setrecursionlimit(limit)
         _symtable.symtable(text, path, "exec")
     except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError):
         return False
@@ -174,6 +179,9 @@ def compiles(text: str, path: str = "<source>") -> bool:
 _EXACT_WITHOUT_TREE = sys.version_info < (3, 12)
 #: frames of recursion limit given to that walk: it goes about three levels of the tree per frame
 _WALK_MARGIN = 300
+#: frames by which that walk's limit stays below the one ``ast.parse`` meets: 1,100 levels (the most
+#: ``ast`` goes deeper than ``symtable`` on one tree, with room) and the few frames between the calls
+_AST_LEAD = 380
 
 
 # -- walking the tree: ast.walk / ast.iter_child_nodes without their per-node generators ---------
