@@ -70,6 +70,16 @@ def test_action_keeps_the_fact_cache_between_runs(tmp_path, cuaudit_on_path):
     folder = restore["with"]["path"]
     assert audit["env"]["CUAUDIT_CACHE_DIR"] == folder
     assert restore["with"]["restore-keys"] and restore["with"]["key"].startswith(restore["with"]["restore-keys"])
+    # one entry per Python grammar, as the facts of sources are kept (store.GRAMMAR), named by the install step
+    install = next(s for s in steps if s.get("id") == "install")
+    assert "${{ steps.install.outputs.grammar }}-" in restore["with"]["restore-keys"]
+    assert steps.index(install) < steps.index(restore)
+    [line] = [ln for ln in install["run"].splitlines() if "grammar=" in ln]
+    python_code = line.split("-c '", 1)[1].split("'", 1)[0]
+    from cuaudit.store import GRAMMAR
+
+    printed = subprocess.run([sys.executable, "-c", python_code], capture_output=True, text=True, check=True)
+    assert printed.stdout.strip() == GRAMMAR and ">> \"$GITHUB_OUTPUT\"" in line
     # what the step leaves there serves the next run's wheel, built again (another file): by content
     cache = tmp_path / "cache"
     dists = []
