@@ -75,6 +75,19 @@ def make_tree(directory: Path, files: dict[str, bytes | str]) -> Path:
     return directory
 
 
+def answering_interpreter(path: Path, site: Path, *, version: str = "3.11.0") -> Path:
+    """A stand-in for ``python`` at ``path`` that answers cuaudit's question about its paths (its
+    version, ``site`` as its one site folder) and runs nothing else."""
+    import json
+
+    answer = json.dumps({"executable": "/x/python", "version": version, "implementation": "cpython",
+                         "platform": "linux-x86_64", "prefix": str(path.parent), "site_dirs": [str(site)],
+                         "sys_path": [], "user_site": None})
+    path.write_text(f"#!/bin/sh\ncat <<'EOF'\n{answer}\nEOF\n")
+    path.chmod(0o755)
+    return path
+
+
 def make_installed(site: Path, name: str, files: dict[str, bytes | str], version: str = "1.0"):
     """An installed distribution of ``files`` in the folder ``site`` (its dist-info names its top level)."""
     from cuaudit.inputs.environment import InstalledDistribution

@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import make_tree, make_wheel
+from conftest import make_installed, make_tree, make_wheel
 from marker_rules import CRASH, INFO, WARN, marker_rules, only_cu0  # noqa: F401 - fixture
 
 import cuaudit
@@ -87,8 +87,6 @@ def test_facts_parsed_under_another_grammar_are_never_an_answer(tmp_path, monkey
     finds the error, and each grammar's facts stay cached beside the other's."""
     import cuaudit.store as store
     from cuaudit.formats import python as python_format
-
-    from conftest import make_installed
 
     dist = make_installed(tmp_path / "site", "pkg", {"pkg/__init__.py": "from . import mod\n", "pkg/mod.py": "x = (\n"})
     conf = Config(cache_dir=str(tmp_path / "cache"), jobs=jobs)

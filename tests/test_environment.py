@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import make_tree, make_wheel
+from conftest import answering_interpreter, make_tree, make_wheel
 from marker_rules import WARN, marker_rules, only_cu0  # noqa: F401 - fixture
 
 from cuaudit import audit
@@ -419,19 +419,6 @@ def test_metadata_folders_are_found_as_importlib_metadata_finds_them(tmp_path):
 # -- an environment of a newer Python than cuaudit's own ---------------------------------------------
 
 
-def _interpreter_answering(tmp_path: Path, version: str, site: Path) -> Path:
-    """A stand-in for ``python`` that answers cuaudit's question about its paths (never runs anything)."""
-    import json
-
-    answer = json.dumps({"executable": "/x/python", "version": version, "implementation": "cpython",
-                         "platform": "linux-x86_64", "prefix": str(tmp_path), "site_dirs": [str(site)],
-                         "sys_path": [], "user_site": None})
-    python = tmp_path / f"python{version}"
-    python.write_text(f"#!/bin/sh\ncat <<'EOF'\n{answer}\nEOF\n")
-    python.chmod(0o755)
-    return python
-
-
 @pytest.mark.parametrize("newer", [True, False])
 def test_a_source_of_a_newer_python_is_a_warning_naming_the_python_to_run_cuaudit_with(tmp_path, newer):
     """cuaudit parses with its own interpreter's grammar: ``f"{d["a"]}"`` is Python 3.12 and a syntax
@@ -446,7 +433,7 @@ def test_a_source_of_a_newer_python_is_a_warning_naming_the_python_to_run_cuaudi
     })
     own = sys.version_info[:2]
     version = f"{own[0]}.{own[1] + 1}.0" if newer else f"{own[0]}.{own[1]}.4"
-    python = _interpreter_answering(tmp_path, version, site)
+    python = answering_interpreter(tmp_path / f"python{version}", site, version=version)
     wheel = make_wheel(tmp_path, "other", "1.0", {"other/new.py": "x = (\n"})
     report = audit([str(wheel)], env=str(python), config=Config(cache=False, jobs=1))
     found = {f.location.member: f for f in report.findings if f.code == "CU006"}

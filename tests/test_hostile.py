@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_tree, make_wheel
+from conftest import answering_interpreter, make_tree, make_wheel
 
 
 def forge_crc(data: bytes, target: int) -> bytes:
@@ -689,10 +689,7 @@ def _environment(tmp_path: Path, files: dict[str, str], fifos: list[str]) -> Pat
     for name in fifos:
         (site / name).parent.mkdir(parents=True, exist_ok=True)
         os.mkfifo(site / name)
-    answer = json.dumps({"executable": "/x/python", "version": "3.11.0", "implementation": "cpython",
-                         "platform": "linux-x86_64", "prefix": str(tmp_path), "site_dirs": [str(site)],
-                         "sys_path": [], "user_site": None})
-    return _fake_python(tmp_path / "python", f"cat <<'EOF'\n{answer}\nEOF\n")
+    return answering_interpreter(tmp_path / "python", site)
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
