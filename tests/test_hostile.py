@@ -927,3 +927,67 @@ def test_a_deep_source_is_refused_by_the_bounded_walk_before_ast_builds_it(monke
         real_parse(ordinary + "def (:\n", "o.py")
     assert (refused.value.msg, refused.value.lineno) == (expected.value.msg, expected.value.lineno)
     assert not compat._may_nest_deeply("x = a" + ".b" * 100 + "\n")
+
+
+# -- sources deeper than a recursive pass goes with the default recursion limit --------------
+
+#: an attribute chain every supported Python parses (``ast.parse`` stops near 2,990 on 3.11/3.12),
+#: deeper than the 1,000 frames of the default recursion limit let a recursive pass follow
+_DEEP_CHAIN = "x" + ".a" * 2_500
+
+
+def _deep_setup(chain: str) -> str:
+    return ("import torch\nfrom setuptools import setup\nfrom torch.utils.cpp_extension import CUDAExtension\n"
+            "ext = []\nif torch.cuda.is_available():\n    ext.append(CUDAExtension('k', ['k.cu']))\n"
+            f"y = {chain}\nsetup(name='deep', version='1.0', ext_modules=ext)\n")
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_deep_expression_in_a_build_script_keeps_its_build_decision(tmp_path, cli, jobs):
+    """The build scripts' taint walk recursed per level: a 2,500-level chain beside the probe made
+    the whole script CU011 ("a bug in cuaudit") and its CU501 was lost.  Now the decision is read at
+    any depth Python parses; only the automatic fix (libcst, quadratic in the depth) is left out
+    there, and a shallow script keeps it."""
+    found = {}
+    for name, chain in (("shallow", "x.a.a"), ("deep", _DEEP_CHAIN)):
+        tree = make_tree(tmp_path / name, {"setup.py": _deep_setup(chain)})
+        rc, out, err = cli("check", tree, "--isolated", "--no-cache", "--format", "json", "-j", jobs)
+        found[name] = {f["code"]: f for f in json.loads(out)["findings"]}
+    assert set(found["deep"]) == set(found["shallow"]) == {"CU501"}, found
+    assert found["deep"]["CU501"]["message"] == found["shallow"]["CU501"]["message"]
+    assert found["shallow"]["CU501"]["fix"]["edits"], found["shallow"]["CU501"]
+    assert found["deep"]["CU501"]["fix"]["edits"] == [], found["deep"]["CU501"]
+
+
+def test_a_deep_module_level_condition_keeps_the_module_program(tmp_path, cli):
+    """The import-time reader writes a condition out with ``ast.unparse``, which recursed past the
+    default limit on a 2,500-level test: the module was CU011 and its program (what importing it
+    imports) was lost.  It is read as a shallow one is, the test written out whole."""
+    from cuaudit.facts.import_time import parse_import_time
+
+    text = f"import os\nif os.{_DEEP_CHAIN}:\n    import json\n"
+    program = parse_import_time(text)
+    assert program is not None
+    imports = [e for e in program.effects if e.kind == "import" and e.module == "json"]
+    assert imports and imports[0].conditions[0].expr == f"os.{_DEEP_CHAIN}"
+    tree = make_tree(tmp_path / "proj", {"pkg/__init__.py": text, "pkg/sub.py": "x = 1\n"})
+    rc, out, err = cli("check", tree, "--isolated", "--no-cache", "--format", "json")
+    assert [f for f in json.loads(out)["findings"] if f["code"] == "CU011"] == [], out
+
+
+def test_deep_runs_a_recursive_pass_again_with_room_for_it():
+    """``compat.deep``: a pass that needs more frames than the limit gives runs again in a thread with
+    them (``again`` instead, where given); one deeper than that room still raises RecursionError;
+    the caller's recursion limit is what it was."""
+    import cuaudit.compat as compat
+
+    def down(n: int) -> int:
+        return 0 if n == 0 else 1 + down(n - 1)
+
+    before = sys.getrecursionlimit()
+    assert compat.deep(lambda: down(10)) == 10
+    assert compat.deep(lambda: down(20_000)) == 20_000
+    assert compat.deep(lambda: down(20_000), lambda: -1) == -1
+    with pytest.raises(RecursionError):
+        compat.deep(lambda: down(compat._DEEP_FRAMES + 10))
+    assert sys.getrecursionlimit() == before

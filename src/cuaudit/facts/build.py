@@ -37,6 +37,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Mapping
 
+from cuaudit.compat import deep
 from cuaudit.facts import Extractor, MemberReader
 from cuaudit.formats.python import PythonModule, parse_python_text
 from cuaudit.model import Member, MemberKind
@@ -320,8 +321,9 @@ class _Taint:
 
 
 class _PythonBuild:
-    def __init__(self, module: PythonModule) -> None:
+    def __init__(self, module: PythonModule, fixes: bool = True) -> None:
         self.module = module
+        self.fixes = fixes  # whether a probe gets its automatic fix (libcst)
         self.source = module.text
         self.path = module.path
         self.tree = module.tree
@@ -612,7 +614,7 @@ class _PythonBuild:
         """The probe as reported: its automatic fix, and its guard (known once the summaries are)."""
         node = self._probe_nodes.get(probe.span)
         guard = self.guard(node)[0] if node is not None else ""
-        edits, text = _fix_probe(self.module, probe)
+        edits, text = _fix_probe(self.module, probe) if self.fixes else ((), "")
         if not edits:
             return dataclasses.replace(probe, guard=guard)
         return Probe(probe.label, probe.text, probe.span, probe.function, edits, text, self.mentions_rocm, probe.raises, guard)
@@ -889,7 +891,14 @@ def python_build_facts(module: PythonModule) -> BuildScript | None:
     """
     if module.error is not None:
         return None
-    b = _PythonBuild(module)
+    # the walks below recurse per level of the tree; a tree that deep gets no automatic fix: libcst
+    # takes time quadratic in the depth (1.5 s at 2,900 levels, minutes at 19,000; a crash from
+    # about 6,000 on 3.13)
+    return deep(lambda: _python_build_facts(module, fixes=True), lambda: _python_build_facts(module, fixes=False))
+
+
+def _python_build_facts(module: PythonModule, fixes: bool) -> BuildScript:
+    b = _PythonBuild(module, fixes)
     b.run()
     functions, variables = b.module_summaries()
     return BuildScript(
