@@ -959,20 +959,69 @@ def test_a_deep_expression_in_a_build_script_keeps_its_build_decision(tmp_path, 
     assert found["deep"]["CU501"]["fix"]["edits"] == [], found["deep"]["CU501"]
 
 
-def test_a_deep_module_level_condition_keeps_the_module_program(tmp_path, cli):
-    """The import-time reader writes a condition out with ``ast.unparse``, which recursed past the
-    default limit on a 2,500-level test: the module was CU011 and its program (what importing it
-    imports) was lost.  It is read as a shallow one is, the test written out whole."""
-    from cuaudit.facts.import_time import parse_import_time
+#: valid modules whose one expression nests 2,500 levels, in the places the passes and the rules read
+_DEEP_MODULES = {
+    "condition": f"import numpy as np\nif np.{_DEEP_CHAIN}:\n    import json\n",
+    "except": f"import numpy as np\ntry:\n    import foo\nexcept np.{_DEEP_CHAIN}:\n    pass\n",
+    "negations": "import numpy as np\nif " + "not " * 2_500 + "np:\n    import json\n",
+    "sum": "import numpy as np\nx = np.float32(1) * " + "+".join(["1"] * 2_500) + "\n",
+    "names": "import numpy as np\nx = 1\ny = " + "+".join(["x"] * 2_500) + "\nz = np.float32(1) * y\n",
+    "cupy": "import cupy as cp\nif " + "+".join(["1"] * 2_500) + ":\n    import json\n",
+    "tables": "__all__ = " + "+".join(["['a']"] * 2_500) + "\n",
+    "calls": "def f():\n    return f\nif f" + "()" * 2_500 + ":\n    import json\n",
+    "dynamic": f"import importlib\nimportlib.import_module(x.{_DEEP_CHAIN})\n",
+    "getattr": f"import numpy as np\ndef __getattr__(name):\n    return np.{_DEEP_CHAIN}\n",
+}
 
-    text = f"import os\nif os.{_DEEP_CHAIN}:\n    import json\n"
-    program = parse_import_time(text)
-    assert program is not None
-    imports = [e for e in program.effects if e.kind == "import" and e.module == "json"]
-    assert imports and imports[0].conditions[0].expr == f"os.{_DEEP_CHAIN}"
-    tree = make_tree(tmp_path / "proj", {"pkg/__init__.py": text, "pkg/sub.py": "x = 1\n"})
+
+def test_deep_valid_modules_are_analysed_like_shallow_ones(tmp_path, cli):
+    """Passes and rules that recursed per level of an expression (the import-time reader writing a
+    test out, the CU4xx constant folding, the Python-source tables, the model evaluating a test) made
+    such a module CU011 and lost its facts, or failed CU101 for the whole environment.  Each is
+    analysed now: no CU011, and each package's submodule trap is found as the shallow twin's is."""
+    files = {}
+    for name, text in _DEEP_MODULES.items():
+        files[f"deep_{name}/__init__.py"] = text
+        files[f"deep_{name}/sub.py"] = "x = 1\n"
+        files[f"flat_{name}/__init__.py"] = text.replace(_DEEP_CHAIN, "x.a").replace("not " * 2_500, "not ") \
+            .replace("+".join(["1"] * 2_500), "1+1").replace("+".join(["x"] * 2_500), "x+x") \
+            .replace("+".join(["['a']"] * 2_500), "['a']+['a']").replace("()" * 2_500, "()")
+        files[f"flat_{name}/sub.py"] = "x = 1\n"
+    files["user.py"] = "".join(f"import deep_{n}\nimport flat_{n}\ndeep_{n}.sub.x\nflat_{n}.sub.x\n" for n in _DEEP_MODULES)
+    tree = make_tree(tmp_path / "proj", files)
     rc, out, err = cli("check", tree, "--isolated", "--no-cache", "--format", "json")
-    assert [f for f in json.loads(out)["findings"] if f["code"] == "CU011"] == [], out
+    findings = json.loads(out)["findings"]
+    assert [f for f in findings if f["code"] == "CU011"] == [], out
+
+    def traps(prefix: str) -> set[tuple[str, str]]:
+        return {(f["code"], f["evidence"]["submodule"][len(prefix):]) for f in findings
+                if f["code"].startswith("CU1") and f["evidence"].get("submodule", "").startswith(prefix)}
+
+    assert traps("deep_") == traps("flat_")
+    assert len(traps("deep_")) >= 2 * 8, sorted(traps("deep_"))  # CU101 and CU104 for most of them
+
+
+def test_a_product_that_squares_itself_is_not_folded(tmp_path, cli, alarm):
+    """``x1 = x0 * x0`` forty times, beside a NumPy scalar: the CU4xx constant folding computed a
+    product of 2**40 digits and held cuaudit for ever.  Products past 128 bits are not folded (as
+    CPython's own folding stops there); one within stays a finding."""
+    lines = ["import numpy as np", "x0 = 99999999999"] + [f"x{i} = x{i - 1} * x{i - 1}" for i in range(1, 40)]
+    bomb = "\n".join(lines + ["y = np.uint8(1) + x39", "z = np.uint8(1) + 100 * 3"]) + "\n"
+    import ast
+
+    from cuaudit.facts.promotion import _fold
+
+    assert _fold(ast.Mult(), 2**60, 2**60) == 2**120
+    with pytest.raises(ValueError):
+        _fold(ast.Mult(), 2**70, 2**70)
+    tree = make_tree(tmp_path / "proj", {"pkg/__init__.py": bomb})
+    alarm(60)
+    rc, out, err = cli("check", tree, "--isolated", "--no-cache", "--format", "json", "-j", "1")
+    alarm(0)
+    findings = json.loads(out)["findings"]
+    assert [f for f in findings if f["code"] == "CU011"] == [], out
+    messages = [f["message"] for f in findings if f["code"].startswith("CU4")]
+    assert any("300" in m for m in messages), messages  # 100 * 3 is folded, and out of uint8's range
 
 
 def test_deep_runs_a_recursive_pass_again_with_room_for_it():

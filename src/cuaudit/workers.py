@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from cuaudit import facts as facts_registry
+from cuaudit.compat import deep
 from cuaudit.facts import MemberReader
 from cuaudit.inputs import Artifact
 from cuaudit.model import InputError, Member
@@ -121,9 +122,11 @@ def extract_group(artifact: Artifact, tasks: list[tuple[Member, tuple[str, ...]]
 
 
 def _extracted(member: Member, name: str, ex: facts_registry.Extractor, reader: MemberReader) -> tuple[str, str, bool, Any]:
-    """One extractor's result row for :func:`extract_group`: its fact, or the error it met."""
+    """One extractor's result row for :func:`extract_group`: its fact, or the error it met.  A pass
+    that recurses per level of a tree deeper than the recursion limit allows runs again with room
+    for it (``compat.deep``): a valid source that deep is no CU011."""
     try:
-        return member.path, name, True, ex.extract(reader)
+        return member.path, name, True, deep(lambda: ex.extract(reader))
     except Exception as exc:  # noqa: BLE001 - one bad file never stops the scan
         return member.path, name, False, error_for(exc)
 

@@ -63,6 +63,8 @@ class ModuleRun:
 
 
 _UNKNOWN = object()
+#: the deepest test the model evaluates (real ones are a few levels: ``not TYPE_CHECKING and x``)
+_EVAL_DEPTH = 64
 _RUNS = Truth(True, "", "")
 #: effects :meth:`ImportTimeModel.run` applies nothing for (:meth:`ImportTimeModel.final_binding`
 #: reads bindings and deletions from the program itself); their conditions are still evaluated
@@ -136,7 +138,7 @@ class ImportTimeModel:
             return Truth(None, f"{text.strip('<>')} at line {cond.line}")
         try:
             node = ast.parse(text, mode="eval").body
-        except SyntaxError:
+        except (SyntaxError, RecursionError, MemoryError):
             return Truth(None, f"`{text}` at line {cond.line}")
         assumed: list[str] = []
         value = self._eval(node, module, assumed)
@@ -271,15 +273,17 @@ class ImportTimeModel:
             mods += (f"{base}.{e.name}",)
         return mods
 
-    def _eval(self, node: ast.AST, module: str, assumed: list[str]) -> object:
+    def _eval(self, node: ast.AST, module: str, assumed: list[str], depth: int = 0) -> object:
+        if depth > _EVAL_DEPTH:
+            return _UNKNOWN  # a test nested that deep (`not not … x`) is one the model does not know
         u = self.universe
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, ast.Tuple):
-            vals = [self._eval(e, module, assumed) for e in node.elts]
+            vals = [self._eval(e, module, assumed, depth + 1) for e in node.elts]
             return _UNKNOWN if any(v is _UNKNOWN for v in vals) else tuple(vals)
         if isinstance(node, ast.BoolOp):
-            vals = [self._eval(v, module, assumed) for v in node.values]
+            vals = [self._eval(v, module, assumed, depth + 1) for v in node.values]
             if isinstance(node.op, ast.And):
                 if any(v is not _UNKNOWN and not v for v in vals):
                     return False
@@ -288,7 +292,7 @@ class ImportTimeModel:
                 return True
             return _UNKNOWN if any(v is _UNKNOWN for v in vals) else vals[-1]
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            v = self._eval(node.operand, module, assumed)
+            v = self._eval(node.operand, module, assumed, depth + 1)
             return _UNKNOWN if v is _UNKNOWN else not v
         name = dotted(node)
         if name in ("TYPE_CHECKING", "typing.TYPE_CHECKING", "t.TYPE_CHECKING", "_typing.TYPE_CHECKING"):
@@ -313,25 +317,25 @@ class ImportTimeModel:
                         return v
             return _UNKNOWN
         if isinstance(node, ast.Subscript):
-            base = self._eval(node.value, module, assumed)
+            base = self._eval(node.value, module, assumed, depth + 1)
             if base is _UNKNOWN:
                 return _UNKNOWN
             if isinstance(node.slice, ast.Slice):
-                lo = self._eval(node.slice.lower, module, assumed) if node.slice.lower else None
-                hi = self._eval(node.slice.upper, module, assumed) if node.slice.upper else None
+                lo = self._eval(node.slice.lower, module, assumed, depth + 1) if node.slice.lower else None
+                hi = self._eval(node.slice.upper, module, assumed, depth + 1) if node.slice.upper else None
                 if lo is _UNKNOWN or hi is _UNKNOWN:
                     return _UNKNOWN
                 try:
                     return base[lo:hi]
                 except TypeError:
                     return _UNKNOWN
-            key = self._eval(node.slice, module, assumed)
+            key = self._eval(node.slice, module, assumed, depth + 1)
             try:
                 return _UNKNOWN if key is _UNKNOWN else base[key]
             except (TypeError, IndexError, KeyError):
                 return _UNKNOWN
         if isinstance(node, ast.Compare):
-            left = self._eval(node.left, module, assumed)
+            left = self._eval(node.left, module, assumed, depth + 1)
             for op, right_node in zip(node.ops, node.comparators):
                 if isinstance(op, (ast.In, ast.NotIn)) and dotted(right_node) == "os.environ":
                     if isinstance(node.left, ast.Constant):
@@ -339,7 +343,7 @@ class ImportTimeModel:
                         res = isinstance(op, ast.NotIn)
                         return res
                     return _UNKNOWN
-                right = self._eval(right_node, module, assumed)
+                right = self._eval(right_node, module, assumed, depth + 1)
                 if left is _UNKNOWN or right is _UNKNOWN:
                     return _UNKNOWN
                 try:
@@ -355,14 +359,14 @@ class ImportTimeModel:
             if fname in ("os.environ.get", "os.getenv", "environ.get", "getenv") and node.args and isinstance(node.args[0], ast.Constant):
                 assumed.append(f"{node.args[0].value} is unset")
                 if len(node.args) > 1:
-                    return self._eval(node.args[1], module, assumed)
+                    return self._eval(node.args[1], module, assumed, depth + 1)
                 for kw in node.keywords:
                     if kw.arg == "default":
-                        return self._eval(kw.value, module, assumed)
+                        return self._eval(kw.value, module, assumed, depth + 1)
                 return None
             if isinstance(node.func, ast.Attribute) and node.func.attr in ("startswith", "endswith") and node.args:
-                base = self._eval(node.func.value, module, assumed)
-                arg = self._eval(node.args[0], module, assumed)
+                base = self._eval(node.func.value, module, assumed, depth + 1)
+                arg = self._eval(node.args[0], module, assumed, depth + 1)
                 if isinstance(base, str) and isinstance(arg, (str, tuple)):
                     return getattr(base, node.func.attr)(arg)
             return _UNKNOWN
@@ -506,7 +510,7 @@ class ImportTimeModel:
         if key not in self._runs:
             try:
                 node = ast.parse(expr, mode="eval").body
-            except SyntaxError:
+            except (SyntaxError, RecursionError, MemoryError):
                 node = None
             value = self._value(node, module, dict(local or {}), 0) if node is not None else _UNKNOWN
             self._runs[key] = value if isinstance(value, str) else ""

@@ -35,9 +35,8 @@ import pickle
 from dataclasses import dataclass, field
 from typing import Iterator
 
-from cuaudit.compat import deep
 from cuaudit.facts import CompactState, Extractor, MemberReader, compact
-from cuaudit.formats.python import PythonModule, child_nodes, preorder, walk
+from cuaudit.formats.python import child_nodes, preorder, walk
 from cuaudit.heap import gc_paused
 from cuaudit.model import Member, MemberKind
 
@@ -264,19 +263,15 @@ class ImportTimeExtractor(Extractor):
 
     def extract(self, reader: MemberReader) -> ImportTimeFacts | None:
         module = reader.python()  # the one parse shared with python_source
-        return _program_of(module)
-
-
-def _program_of(module: PythonModule) -> ImportTimeFacts | None:
-    # the reader recurses per level of an expression it writes out (``ast.unparse``)
-    return deep(lambda: _Reader().run(module.tree)) if module.ok else None
+        return _Reader().run(module.tree) if module.ok else None
 
 
 def parse_import_time(text: str) -> ImportTimeFacts | None:
     """The program of one module's source text (pure; for tests)."""
     from cuaudit.formats.python import parse_python_text
 
-    return _program_of(parse_python_text(text))
+    module = parse_python_text(text)
+    return _Reader().run(module.tree) if module.ok else None
 
 
 # -- implementation ----------------------------------------------------------------------
