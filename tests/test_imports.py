@@ -551,3 +551,42 @@ def test_a_module_of_an_artifact_added_later_exists():
     assert uni.exists("a") and not uni.exists("b.sub") and not uni.exists("b.sub")
     uni.add_artifact(tree("b/__init__.py", "b/sub.py"), lambda *_: None)
     assert uni.exists("b.sub") and uni.exists("b") and not uni.exists("b.other")
+
+
+# -- one package's failure does not take the family's other findings ---------------------------
+
+
+def test_a_failure_on_one_package_or_file_is_cu011_there_and_the_other_traps_stand(tmp_path, monkeypatch):
+    """A bug met while judging one package (its ``reach``) or one file (its chains) used to fail the
+    whole rule: one CU011 for the audit and no CU101/CU104 at all (the fifteenth session's fuzz met
+    one).  Now it is one CU011 on that package's or that file's member, and the others are judged."""
+    import cuaudit.analysis.module_tree as module_tree
+    import cuaudit.rules.imports as imports
+
+    for pkg in ("bad", "good"):
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "__init__.py").write_text("x = 1\n")
+        (tmp_path / pkg / "sub.py").write_text("y = 2\n")
+    (tmp_path / "user.py").write_text("import good\ngood.sub.y\n")
+    (tmp_path / "broken.py").write_text("import good\ngood.sub.y\n")
+    reach, file_traps = module_tree.ModuleUniverse.reach, imports._file_traps
+
+    def failing_reach(self, parent, *a, **k):  # type: ignore[no-untyped-def]
+        if parent == "bad":
+            raise KeyError("planted")
+        return reach(self, parent, *a, **k)
+
+    def failing_file(uni, art, path, *a, **k):  # type: ignore[no-untyped-def]
+        if path == "broken.py":
+            raise ValueError("planted")
+        return file_traps(uni, art, path, *a, **k)
+
+    monkeypatch.setattr(module_tree.ModuleUniverse, "reach", failing_reach)
+    monkeypatch.setattr(imports, "_file_traps", failing_file)
+    report = run([tmp_path], jobs=1)
+    internal = sorted((f.location.member, f.message) for f in by_code(report, "CU011"))
+    assert [m for m, _ in internal] == ["bad/__init__.py", "broken.py"], internal
+    assert "submodules of bad: internal error" in internal[0][1] and "KeyError" in internal[0][1]
+    assert "attribute chains of this file" in internal[1][1] and "ValueError" in internal[1][1]
+    assert keys(report, "CU101") == ["good.sub"]
+    assert [f.location.member for f in by_code(report, "CU104")] == ["user.py"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -315,3 +316,24 @@ class ProbeRecord:
     command: str
     seconds: float
     outcome: str
+
+
+def error_for(exc: BaseException) -> tuple[str, str, dict]:
+    """(code, message, evidence) for a failure on one member (an extractor's) or one item of a rule:
+    the input's own fault where the exception says so, else CU011 (cuaudit's) with where it was raised."""
+    if isinstance(exc, InputError):
+        return exc.code, exc.message, dict(exc.detail)
+    if isinstance(exc, OSError):
+        return "CU001", f"cannot read: {exc.strerror or exc}", {}
+    import traceback  # here, with zipfile: an audit of installed files never needs them
+    import zipfile
+    import zlib
+
+    if isinstance(exc, (zipfile.BadZipFile, zlib.error, EOFError)):
+        return "CU002", f"corrupt archive data: {exc}", {}
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = f"{os.path.basename(tb[-1].filename)}:{tb[-1].lineno}" if tb else "?"
+    return "CU011", f"internal error while analysing this file: {type(exc).__name__}: {exc} (at {where})", {
+        "exception": type(exc).__name__,
+        "at": where,
+    }

@@ -18,28 +18,8 @@ from cuaudit import facts as facts_registry
 from cuaudit.compat import deep
 from cuaudit.facts import MemberReader
 from cuaudit.inputs import Artifact
-from cuaudit.model import InputError, Member
+from cuaudit.model import Member, error_for
 from cuaudit.store import FactStore, content_digest
-
-
-def error_for(exc: BaseException) -> tuple[str, str, dict]:
-    """(code, message, evidence) for an extractor's failure on one member."""
-    if isinstance(exc, InputError):
-        return exc.code, exc.message, dict(exc.detail)
-    if isinstance(exc, OSError):
-        return "CU001", f"cannot read: {exc.strerror or exc}", {}
-    import traceback  # here, with zipfile: an audit of installed files never needs them
-    import zipfile
-    import zlib
-
-    if isinstance(exc, (zipfile.BadZipFile, zlib.error, EOFError)):
-        return "CU002", f"corrupt archive data: {exc}", {}
-    tb = traceback.extract_tb(exc.__traceback__)
-    where = f"{os.path.basename(tb[-1].filename)}:{tb[-1].lineno}" if tb else "?"
-    return "CU011", f"internal error while analysing this file: {type(exc).__name__}: {exc} (at {where})", {
-        "exception": type(exc).__name__,
-        "at": where,
-    }
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from cuaudit.model import Applicability, ArtifactKind, Edit, Finding, Fix, Location, Severity
+from cuaudit.model import Applicability, ArtifactKind, Edit, Finding, Fix, Location, Severity, error_for
 from cuaudit.analysis.module_tree import ModuleUniverse, Reach, build_universe, public_submodules
-from cuaudit.rules import Rule
+from cuaudit.rules import Rule, get as rule_named
 
 #: [tool.cuaudit.allow] lists this family reads
 ALLOW_LISTS = {
@@ -101,10 +101,19 @@ def _package_traps(ctx) -> list[_PackageTrap]:
                 for i, plist in pairs.items()
             }
         static: dict[tuple[int, str, str], Reach] = {}
+        failed: dict[tuple[int, str], str] = {}
         for i, plist in pairs.items():
             for parent, sub in plist:
-                r = uni.reach(parent, sub, uni.closure([parent]))
+                if (i, parent) in failed:
+                    continue
+                try:
+                    r = uni.reach(parent, sub, uni.closure([parent]))
+                except Exception as exc:  # noqa: BLE001 - one package's failure must not hide the others' verdicts
+                    failed[(i, parent)] = error_for(exc)[1]
+                    continue
                 static[(i, parent, sub)] = r
+        for (i, parent), why in sorted(failed.items()):
+            out.append(_PackageTrap(ctx.artifacts[i], parent, "", Reach("failed", why), m.modules[i][parent].member, "package"))
         probed: dict[tuple[str, str], Any] = {}
         if ctx.config.probe and pairs:
             probed = _run_probe(ctx, m, pairs)
@@ -165,6 +174,16 @@ def _probe_suffix(t: _PackageTrap) -> str:
 
 
 # -- package side ------------------------------------------------------------------------------
+
+
+def _failed(rule: Rule, t: "_PackageTrap | _ChainTrap") -> Finding:
+    """CU011 for a package or file whose verdicts failed (a bug of ours): the rest of the family's
+    findings stand, where a failure used to take every one of them (``rule_run``'s CU011)."""
+    what = f"the submodules of {t.parent}" if isinstance(t, _PackageTrap) else "the attribute chains of this file"
+    # one finding for the rules that share the verdicts (the report keeps one of equal findings)
+    return rule_named("CU011").finding(
+        Location(t.artifact.ref, t.member), f"the submodule-trap rules (CU1xx) failed on {what}: {t.reach.detail}",
+        evidence={"rule": rule.code}, key=f"CU1xx:{t.parent or t.member}")
 
 
 class SubmoduleNotBound(Rule):
@@ -232,6 +251,8 @@ class SubmoduleNotBound(Rule):
 
     def check(self, ctx) -> Iterator[Finding]:
         for t in _package_traps(ctx):
+            if t.reach.status == "failed":
+                yield _failed(self, t)
             if t.reach.status != "trap":
                 continue
             what = "subpackage" if t.kind == "package" else "extension module" if t.kind == "extension" else "submodule"
@@ -304,6 +325,8 @@ class GetattrMissesSubmodule(Rule):
     def check(self, ctx) -> Iterator[Finding]:
         m = _model(ctx)
         for t in _package_traps(ctx):
+            if t.reach.status == "failed":
+                yield _failed(self, t)
             if t.reach.status != "getattr-trap":
                 continue
             entry = m.universe.get(t.parent)
@@ -488,13 +511,16 @@ def _chain_traps(ctx) -> list[_ChainTrap]:
             uni.prefetch_closures(sorted(roots))
             verdicts: dict[tuple[str, str, frozenset[str]], Reach] = {}
             for (path, facts), mods in zip(files, imports):
-                out += _file_traps(uni, art, path, names.get(path), facts, mods, verdicts)
+                try:
+                    out += _file_traps(uni, art, path, names.get(path), facts, mods, verdicts)
+                except Exception as exc:  # noqa: BLE001 - one file's failure must not hide the others' traps
+                    out.append(_ChainTrap(art, path, None, "", "", "", Reach("failed", error_for(exc)[1]), None))
         if ctx.config.probe and out:
             # `import parent` alone, in a clean interpreter: does `parent.sub` raise?
-            probed = _run_probe(ctx, m, {-1: sorted({(t.parent, t.sub) for t in out})})
+            probed = _run_probe(ctx, m, {-1: sorted({(t.parent, t.sub) for t in out if t.reach.status != "failed"})})
             kept = []
             for t in out:
-                p = probed.get((t.parent, t.sub))
+                p = probed.get((t.parent, t.sub)) if t.reach.status != "failed" else None
                 if p is not None and p.status == "ok":
                     continue  # reality says the attribute exists
                 kept.append(dataclasses.replace(t, probe=p))
@@ -661,6 +687,9 @@ class SubmoduleAttributeAccess(Rule):
 
     def check(self, ctx) -> Iterator[Finding]:
         for t in _chain_traps(ctx):
+            if t.reach.status == "failed":
+                yield _failed(self, t)
+                continue
             ch = t.chain
             if ch.guard:
                 continue  # an availability check: CU105
@@ -758,6 +787,9 @@ class AttributeErrorAvailabilityCheck(Rule):
     def check(self, ctx) -> Iterator[Finding]:
         seen: set[tuple] = set()
         for t in _chain_traps(ctx):
+            if t.reach.status == "failed":
+                yield _failed(self, t)
+                continue
             ch = t.chain
             if not ch.guard:
                 continue

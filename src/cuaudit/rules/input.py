@@ -335,6 +335,8 @@ class InternalError(InputRule):
     """## What it does
     Reports that cuaudit itself failed while analysing one file or running one
     rule.  The rest of the audit went on; this file or rule has no results.
+    The submodule-trap rules (CU1xx) judge each package and each file apart: a
+    failure on one is reported on its member, and the others keep their findings.
     It is reported even when the selection leaves CU011 out (`--select CU101`
     with a crashed CU101 must not read "No findings"); only an ignore that
     names it (`--ignore CU011`) hides it.
