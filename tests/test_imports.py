@@ -590,3 +590,9 @@ def test_a_failure_on_one_package_or_file_is_cu011_there_and_the_other_traps_sta
     assert "attribute chains of this file" in internal[1][1] and "ValueError" in internal[1][1]
     assert keys(report, "CU101") == ["good.sub"]
     assert [f.location.member for f in by_code(report, "CU104")] == ["user.py"]
+    # with --probe, the trap the model could not judge is still found, by importing the package
+    probed = run([tmp_path], jobs=1, probe=True)
+    found = {f.key: f for f in by_code(probed, "CU101")}
+    assert sorted(found) == ["bad.sub", "good.sub"]
+    assert found["bad.sub"].origin == "probe" and "static model failed" in found["bad.sub"].message
+    assert [f.location.member for f in by_code(probed, "CU011")] == ["bad/__init__.py", "broken.py"]

@@ -104,14 +104,14 @@ def _package_traps(ctx) -> list[_PackageTrap]:
         failed: dict[tuple[int, str], str] = {}
         for i, plist in pairs.items():
             for parent, sub in plist:
-                if (i, parent) in failed:
-                    continue
-                try:
-                    r = uni.reach(parent, sub, uni.closure([parent]))
-                except Exception as exc:  # noqa: BLE001 - one package's failure must not hide the others' verdicts
-                    failed[(i, parent)] = error_for(exc)[1]
-                    continue
-                static[(i, parent, sub)] = r
+                if (i, parent) not in failed:
+                    try:
+                        static[(i, parent, sub)] = uni.reach(parent, sub, uni.closure([parent]))
+                        continue
+                    except Exception as exc:  # noqa: BLE001 - one package's failure must not hide the others' verdicts
+                        failed[(i, parent)] = error_for(exc)[1]
+                # no verdict of the model: a --probe may still find the trap
+                static[(i, parent, sub)] = Reach("unknown", "the static model failed on this package (CU011)")
         for (i, parent), why in sorted(failed.items()):
             out.append(_PackageTrap(ctx.artifacts[i], parent, "", Reach("failed", why), m.modules[i][parent].member, "package"))
         probed: dict[tuple[str, str], Any] = {}
