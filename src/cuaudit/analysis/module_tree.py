@@ -214,7 +214,8 @@ class Reach:
     status: ``imported`` (something imported the submodule), ``bound``
     (the parent binds the name), ``getattr`` (its ``__getattr__`` serves it),
     ``trap`` (AttributeError; no ``__getattr__``), ``getattr-trap`` (its
-    ``__getattr__`` raises AttributeError for it), ``unknown``.
+    ``__getattr__`` raises AttributeError for it), ``unknown``; ``failed``: the
+    model raised while judging it (the import rules report CU011 there).
     """
 
     status: str

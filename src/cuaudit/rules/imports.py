@@ -109,7 +109,7 @@ def _package_traps(ctx) -> list[_PackageTrap]:
                         static[(i, parent, sub)] = uni.reach(parent, sub, uni.closure([parent]))
                         continue
                     except Exception as exc:  # noqa: BLE001 - one package's failure must not hide the others' verdicts
-                        failed[(i, parent)] = error_for(exc)[1]
+                        failed[(i, parent)] = _why(exc)
                 # no verdict of the model: a --probe may still find the trap
                 static[(i, parent, sub)] = Reach("unknown", "the static model failed on this package (CU011)")
         for (i, parent), why in sorted(failed.items()):
@@ -174,6 +174,11 @@ def _probe_suffix(t: _PackageTrap) -> str:
 
 
 # -- package side ------------------------------------------------------------------------------
+
+
+def _why(exc: Exception) -> str:
+    """What went wrong, and where (``KeyError: 'x' (at module_tree.py:912)``)."""
+    return error_for(exc)[1].removeprefix("internal error while analysing this file: ")
 
 
 def _failed(rule: Rule, t: "_PackageTrap | _ChainTrap") -> Finding:
@@ -514,7 +519,7 @@ def _chain_traps(ctx) -> list[_ChainTrap]:
                 try:
                     out += _file_traps(uni, art, path, names.get(path), facts, mods, verdicts)
                 except Exception as exc:  # noqa: BLE001 - one file's failure must not hide the others' traps
-                    out.append(_ChainTrap(art, path, None, "", "", "", Reach("failed", error_for(exc)[1]), None))
+                    out.append(_ChainTrap(art, path, None, "", "", "", Reach("failed", _why(exc)), None))
         if ctx.config.probe and out:
             # `import parent` alone, in a clean interpreter: does `parent.sub` raise?
             probed = _run_probe(ctx, m, {-1: sorted({(t.parent, t.sub) for t in out if t.reach.status != "failed"})})
