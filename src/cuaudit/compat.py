@@ -11,7 +11,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["deep", "parse_tree", "tomllib"]
 
-T = TypeVar("T")
+_T = TypeVar("_T")
 
 
 def __getattr__(name: str) -> object:
@@ -68,7 +68,7 @@ def _may_nest_deeply(text: str) -> bool:
     return sum(text.count(c) for c in _CHAIN_CHARACTERS) >= _SAFE_LINKS
 
 
-def deep(fn: "Callable[[], T]", again: "Callable[[], T] | None" = None) -> "T":
+def deep(fn: "Callable[[], _T]", again: "Callable[[], _T] | None" = None) -> "_T":
     """``fn()``, for an analysis that recurses once or more per level of a parse tree.
 
     A tree may be as deep as ``ast.parse`` takes: about 3,000 levels on 3.11 and 3.12, 10,000 on
