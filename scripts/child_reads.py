@@ -19,10 +19,11 @@ import sys
 import time
 import traceback
 
+from _in_process import cuaudit_args, run_cuaudit, use_source_tree
+
 
 def main(argv: list[str]) -> None:
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path[:0] = [p for p in os.environ.get("CUAUDIT_SRC", "").split(os.pathsep) if p] + [os.path.join(here, "..", "src")]
+    use_source_tree()
     import cuaudit.extraction as extraction
     import cuaudit.rule_run as rule_run
     import cuaudit.workers as workers
@@ -75,12 +76,8 @@ def main(argv: list[str]) -> None:
 
     extraction.Extraction.become_child = become_child
     extraction.Extraction.child_delta = child_delta
-    from cuaudit.cli import entry
-
-    sys.argv = ["cuaudit", *argv]
-    entry()
+    run_cuaudit(argv)
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    main(args[1:] if args[:1] == ["--"] else args)
+    main(cuaudit_args())

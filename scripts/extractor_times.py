@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import atexit
 import collections
-import os
 import resource
 import sys
 import time
 
+from _in_process import cuaudit_args, run_cuaudit, use_source_tree
+
 
 def main(argv: list[str]) -> None:
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path[:0] = [p for p in os.environ.get("CUAUDIT_SRC", "").split(os.pathsep) if p] + [os.path.join(here, "..", "src")]
+    use_source_tree()
     import cuaudit.engine as engine
     import cuaudit.facts as facts
     import cuaudit.formats.python as python
@@ -76,12 +76,8 @@ def main(argv: list[str]) -> None:
         print(f"{'(process total)':28s} {'':8s} {total:8.2f}", file=sys.stderr)
 
     atexit.register(report)
-    from cuaudit.cli import entry
-
-    sys.argv = ["cuaudit", *argv]
-    entry()
+    run_cuaudit(argv)
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    main(args[1:] if args[:1] == ["--"] else args)
+    main(cuaudit_args())

@@ -13,13 +13,13 @@ bound (none means the bound changed nothing in that run).  Runs cuaudit from ``s
 from __future__ import annotations
 
 import atexit
-import os
 import sys
+
+from _in_process import cuaudit_args, run_cuaudit, use_source_tree
 
 
 def main(argv: list[str]) -> None:
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path[:0] = [p for p in os.environ.get("CUAUDIT_SRC", "").split(os.pathsep) if p] + [os.path.join(here, "..", "src")]
+    use_source_tree()
     import cuaudit.analysis.import_time as import_time
 
     deepest = [0]
@@ -40,12 +40,8 @@ def main(argv: list[str]) -> None:
               file=sys.stderr)
 
     atexit.register(report)
-    from cuaudit.cli import entry
-
-    sys.argv = ["cuaudit", *argv]
-    entry()
+    run_cuaudit(argv)
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    main(args[1:] if args[:1] == ["--"] else args)
+    main(cuaudit_args())

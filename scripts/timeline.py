@@ -30,10 +30,11 @@ import os
 import sys
 import time
 
+from _in_process import use_source_tree
+
 
 def record(log: str, argv: list[str]) -> None:
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path[:0] = [p for p in os.environ.get("CUAUDIT_SRC", "").split(os.pathsep) if p] + [os.path.join(here, "..", "src")]
+    use_source_tree()
     t0 = time.time()
 
     def write(line: str) -> None:
