@@ -104,7 +104,9 @@ def extract_group(artifact: Artifact, tasks: list[tuple[Member, tuple[str, ...]]
 def _extracted(member: Member, name: str, ex: facts_registry.Extractor, reader: MemberReader) -> tuple[str, str, bool, Any]:
     """One extractor's result row for :func:`extract_group`: its fact, or the error it met.  A pass
     that recurses per level of a tree deeper than the recursion limit allows runs again with room
-    for it (``compat.deep``): a valid source that deep is no CU011."""
+    for it (``compat.deep``): a valid source that deep is no CU011.  The retry reuses the reader's
+    parse, made at the normal limit (the limit bounds ``ast.parse`` on 3.10 and 3.11: a source is
+    valid or not whichever attempt reads it)."""
     try:
         return member.path, name, True, deep(lambda: ex.extract(reader))
     except Exception as exc:  # noqa: BLE001 - one bad file never stops the scan
