@@ -9,7 +9,7 @@ under ``if TYPE_CHECKING:`` are exempt (annotations only, never executed).
 
 Modules outside the named stages have a place too: ``compat``, ``discovery``,
 ``escape``, ``heap``, ``progress``, ``codecache`` and ``store`` are utilities with no cuaudit dependency (bottom); ``baseline`` is
-part of the finishing step; ``probe`` sits beside the engine (the engine owns
+part of the finishing step; ``time_budget`` sits with ``inputs`` (whose budgets it reads); ``probe`` sits beside the engine (the engine owns
 it), and so do the engine's own parts, ``extraction``, ``workers``, ``rule_run`` and ``evidence_inputs``; ``trace``, ``repair``, ``explain`` and ``survey`` beside ``report`` (commands
 use them).  The
 package root ``cuaudit/__init__.py`` is the library facade: everyone may read
@@ -30,7 +30,7 @@ STAGES = ["model", "config", "inputs", "formats", "facts", "analysis", "context"
           "report", "commands", "cli"]
 PLACE = {name: float(i) for i, name in enumerate(STAGES)}
 PLACE.update({"heap": -1, "forked": -1, "codecache": -1, "compat": -1, "discovery": -1, "store": -1, "data": -1, "progress": -1, "escape": -1, "requirement": -1, "names": -1, "baseline": PLACE["finish"], "probe": PLACE["engine"], "snapshot": PLACE["engine"],
-              "extraction": PLACE["engine"], "workers": PLACE["engine"], "rule_run": PLACE["engine"],
+              "time_budget": PLACE["inputs"], "extraction": PLACE["engine"], "workers": PLACE["engine"], "rule_run": PLACE["engine"],
               "evidence_inputs": PLACE["engine"],
               "trace": PLACE["report"], "repair": PLACE["report"], "explain": PLACE["report"], "survey": PLACE["report"],
               "__main__": PLACE["cli"]})

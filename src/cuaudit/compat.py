@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:  # pragma: no cover
     import ast
+    import threading
     from collections.abc import Callable
 
 __all__ = ["deep", "parse_tree", "tomllib"]
@@ -89,6 +90,7 @@ def deep(fn: "Callable[[], _T]", again: "Callable[[], _T] | None" = None) -> "_T
     import threading
 
     outcome: list[tuple[bool, object]] = []
+    done = threading.Event()
 
     def run() -> None:
         before = sys.getrecursionlimit()
@@ -99,6 +101,7 @@ def deep(fn: "Callable[[], _T]", again: "Callable[[], _T] | None" = None) -> "_T
             outcome.append((False, exc))
         finally:
             sys.setrecursionlimit(before)
+            done.set()
 
     size = threading.stack_size()
     try:
@@ -109,6 +112,14 @@ def deep(fn: "Callable[[], _T]", again: "Callable[[], _T] | None" = None) -> "_T
         raise RecursionError("maximum recursion depth exceeded (no thread with a deeper stack)") from None
     finally:
         threading.stack_size(size)
+    try:
+        # in steps: the signal of the caller's CPU-time budget may reach the other thread; not with
+        # join(), which, interrupted by it, takes the thread for stopped (bpo-45274's mending)
+        while not done.wait(0.05):
+            pass
+    except BaseException:  # that budget ended (time_budget): the pass ends with it
+        _stop(thread, done)
+        raise
     thread.join()
     ok, value = outcome[0]
     if ok:
@@ -122,3 +133,17 @@ _DEEP_FRAMES = 4 * _SAFE_LINKS + 2_000
 #: that thread's stack (address space; only the pages a deep pass touches are ever committed):
 #: 3.10 takes about 0.5 kB of C stack per Python frame, more through C calls
 _DEEP_STACK = 512 << 20
+
+
+class _Stopped(BaseException):
+    """What ``deep``'s thread gets when its caller stopped waiting for it (see :func:`_stop`)."""
+
+
+def _stop(thread: "threading.Thread", done: "threading.Event", wait: float = 5.0) -> None:
+    """Stop the pass in ``thread`` (which sets ``done`` when it ends): it gets ``_Stopped`` at its
+    next bytecode; wait for it up to ``wait`` seconds."""
+    import ctypes
+
+    if thread.ident is not None and not done.is_set():
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(_Stopped))
+        done.wait(wait)

@@ -25,7 +25,9 @@ from cuaudit.finish import Report, finish, lines_to_check
 from cuaudit.heap import fewer_full_collections
 from cuaudit.inputs import Artifact
 from cuaudit.inputs.artifact import MemberSubset
-from cuaudit.model import ArtifactKind, ArtifactRef, EnvironmentInfo, Finding, Location, Member, Problem, ProbeRecord
+from cuaudit.model import (
+    ArtifactKind, ArtifactRef, EnvironmentInfo, Finding, Location, Member, Problem, ProbeRecord, out_of_time,
+)
 from cuaudit.probe import Prober
 from cuaudit.rule_run import RuleRun
 from cuaudit.workers import CachedFailure, Pickled, error_for
@@ -212,8 +214,10 @@ def audit(
             findings = ContentMismatch.under_a_newer_python(findings, environment)
         stats = audit_stats(gathered, started)
         suppressions = suppressions_for(findings, artifacts, config)
-        if slot is not None and content is not None and not any(f.code == "CU011" for f in findings):
-            # a CU011 is cuaudit's own failure (or a worker that died): never kept for the next run
+        if slot is not None and content is not None and not any(f.code == "CU011" or out_of_time(f.evidence)
+                                                                for f in findings):
+            # a CU011 is cuaudit's own failure (or a worker that died), a pass stopped by its CPU-time
+            # budget may finish next time: never kept for the next run
             stats.pop("seconds")
             snapshot.save(extraction.store, slot, snapshot.Snapshot(
                 content, findings, [list(a.skipped) for a in artifacts], suppressions, evidence_inputs.recorded,

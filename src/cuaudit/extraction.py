@@ -22,7 +22,7 @@ from cuaudit import workers
 from cuaudit.config import Config
 from cuaudit.heap import gc_paused, give_back_free_memory
 from cuaudit.inputs import Artifact
-from cuaudit.model import ArtifactKind, ArtifactRef, Finding, Location, Member, MemberKind
+from cuaudit.model import ArtifactKind, ArtifactRef, Finding, Location, Member, MemberKind, lasting_failure
 from cuaudit.store import GRAMMAR, FactStore, default_cache_dir
 from cuaudit.workers import REUSED, CachedFailure, Pickled
 
@@ -735,7 +735,7 @@ class Extraction:
             [(_path, _name, ok, value)] = workers.extract_group(artifact, [(member, (name,))])
             if not ok:
                 code, message, evidence = value
-                if code in ("CU001", "CU011"):  # not a property of the bytes: never cached (see _accept)
+                if not lasting_failure(code, evidence):  # not a property of the bytes: never cached (see _accept)
                     return None
                 value = CachedFailure(code, message, ())
             bundle.values[key] = value
@@ -1219,9 +1219,9 @@ class Extraction:
             rule = rules_registry.get("CU011")
             message = f"{message} (unknown input problem code {code})"
             code = "CU011"
-        # CU001 (permission, I/O error) may be gone next run without the content
-        # key changing (chmod does not touch mtime), and CU011 is cuaudit's own bug.
-        if new is not None and keys is not None and code not in ("CU001", "CU011"):
+        # CU001 (permission, I/O error) may be gone next run without the content key changing (chmod
+        # does not touch mtime), CU011 is cuaudit's own bug, a pass out of CPU time may finish next time.
+        if new is not None and keys is not None and lasting_failure(code, evidence):
             try:
                 import pickle
 

@@ -318,6 +318,19 @@ class ProbeRecord:
     outcome: str
 
 
+def lasting_failure(code: str, evidence: dict) -> bool:
+    """Whether a failure on a member says something lasting about its bytes, so that the fact cache
+    may keep it: not CU001 (permissions and I/O errors change without the member's content key),
+    CU011 (cuaudit's own bug) or a pass stopped by its CPU-time budget (a faster machine, or a larger
+    budget, may finish it: :mod:`cuaudit.time_budget`)."""
+    return code not in ("CU001", "CU011") and not out_of_time(evidence)
+
+
+def out_of_time(evidence: dict) -> bool:
+    """Whether a finding's evidence says a pass was stopped by its CPU-time budget (CU004)."""
+    return evidence.get("budget") == "ANALYSIS_SECONDS"
+
+
 def error_for(exc: BaseException) -> tuple[str, str, dict]:
     """(code, message, evidence) for a failure on one member (an extractor's) or one item of a rule:
     the input's own fault where the exception says so, else CU011 (cuaudit's) with where it was raised."""

@@ -20,6 +20,7 @@ from cuaudit.facts import MemberReader
 from cuaudit.inputs import Artifact
 from cuaudit.model import Member, error_for
 from cuaudit.store import FactStore, content_digest
+from cuaudit.time_budget import ANALYSIS_SECONDS, cpu_budget
 
 
 @dataclass(frozen=True)
@@ -106,9 +107,11 @@ def _extracted(member: Member, name: str, ex: facts_registry.Extractor, reader: 
     that recurses per level of a tree deeper than the recursion limit allows runs again with room
     for it (``compat.deep``): a valid source that deep is no CU011.  The retry reuses the reader's
     parse, made at the normal limit (the limit bounds ``ast.parse`` on 3.10 and 3.11: a source is
-    valid or not whichever attempt reads it)."""
+    valid or not whichever attempt reads it).  Each run has ``ANALYSIS_SECONDS`` of CPU time
+    (:mod:`cuaudit.time_budget`): past them, CU004 for the member, not cached."""
     try:
-        return member.path, name, True, deep(lambda: ex.extract(reader))
+        with cpu_budget(ANALYSIS_SECONDS, f"the {name} pass"):
+            return member.path, name, True, deep(lambda: ex.extract(reader))
     except Exception as exc:  # noqa: BLE001 - one bad file never stops the scan
         return member.path, name, False, error_for(exc)
 

@@ -30,6 +30,7 @@ BUDGETS: dict[str, tuple[int, str]] = {
     "PROCESS_OUTPUT": (16 * MiB, "bytes of output read from a program cuaudit runs (interpreter, probe, nvidia-smi, pip)"),
     "ELF_NAME_FANOUT": (4, "names read from one ELF string table, as a multiple of its size (plus 64 KiB)"),
     "FATBIN_ENTRIES": (256 * KiB, "fat-binary entries listed from one member"),
+    "ANALYSIS_SECONDS": (60, "CPU seconds one extractor's pass may spend on one member (time_budget.py)"),
 }
 
 _SUFFIX = {"K": KiB, "M": MiB, "G": GiB}

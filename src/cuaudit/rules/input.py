@@ -112,10 +112,16 @@ class OversizedMember(InputRule):
     overlap another entry's: the marks of zip bombs.  They are not read.
     For a tar sdist the bound applies to all members together, since
     walking past a member inflates it even unread; the listing stops there.
+    Every other budget of `docs/security.md` is reported here too, among
+    them the CPU time one pass may spend on one member (`ANALYSIS_SECONDS`,
+    60 s: real members take 3 s at most): past it the pass is stopped, that
+    member lacks its facts, and the finding is never cached, since a faster
+    machine or a larger budget may finish it.
 
     ## Why is this bad?
     Inflating them exhausts memory or disk in every tool that trusts the
-    archive, installers included.
+    archive, installers included.  A member that takes a pass minutes is
+    built to stall the tools that read it (or hits a bug of ours).
 
     ## Example
     A 10 KB wheel whose `big.so` declares 50 GB.
