@@ -118,6 +118,40 @@ def test_a_pass_stopped_by_its_budget_is_not_cached(tmp_path, cli, monkeypatch, 
     assert sorted(map(_key, again)) == sorted(map(_key, clean))
 
 
+def test_the_budget_comes_from_the_environment_and_stops_a_real_slow_member(tmp_path):
+    """No planted code: cuaudit run as users run it, with ``CUAUDIT_BUDGET_ANALYSIS_SECONDS=1``, on a
+    tree whose one long source (a 4.7 MB list of calls) takes Python's parser about two CPU seconds: the
+    pass that parses it gets CU004 there, the passes after it reuse the parse, and the other file's
+    finding stands."""
+    import os
+    import subprocess
+
+    huge = "x = [" + ", ".join(f"a{i}.b.c(d)" for i in range(300_000)) + "]\n"
+    tree = make_tree(tmp_path / "proj", {**SOURCES, "pkg/huge.py": huge})
+    env = {**os.environ, "CUAUDIT_BUDGET_ANALYSIS_SECONDS": "1"}
+    import ast
+    import gc
+
+    gc.disable()  # as cuaudit parses
+    try:
+        start = time.process_time()
+        ast.parse(huge)
+        took = time.process_time() - start
+    finally:
+        gc.enable()
+    if took < 1.2:
+        pytest.skip(f"this machine parses the long source in {took:.2f} s, less than the budget")
+    proc = subprocess.run([sys.executable, "-m", "cuaudit", "check", str(tree), "--isolated", "--no-cache", "-j", "1",
+                           "-f", "json"], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode in (0, 1), proc.stderr
+    found = json.loads(proc.stdout)["findings"]
+    budget = [f for f in found if f["code"] == "CU004"]
+    assert [f["location"]["member"] for f in budget] == ["pkg/huge.py"], found
+    assert "took more than 1 CPU seconds (budget ANALYSIS_SECONDS)" in budget[0]["message"]
+    assert not [f for f in found if f["code"] == "CU011"], found
+    assert any(f["code"] == "CU403" and f["location"]["member"] == "pkg/good.py" for f in found), found
+
+
 def test_budgets_nest_and_the_one_that_ends_stops_what_is_inside_it():
     def busy(seconds: float) -> None:
         end = time.process_time() + seconds
