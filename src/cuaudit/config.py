@@ -49,6 +49,9 @@ class Config:
     cache_max_size: int = 5 * 1024**3
     probe: bool = False
     probe_timeout: float = 60.0
+    #: ``env --package``: the distributions (canonical names) whose findings, with those of what they
+    #: require, the report keeps; rules may leave the others' findings uncomputed (RuleContext.in_focus)
+    focus: tuple[str, ...] = ()
     #: where the configuration came from (for reports and errors)
     source: str = "defaults"
     #: family table -> where it came from (its errors name that file)

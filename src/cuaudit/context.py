@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Sequence
 
 from cuaudit.config import Config
 from cuaudit.heap import give_back_free_memory
-from cuaudit.model import EnvironmentInfo, Member, ProbeRecord
+from cuaudit.model import ArtifactKind, EnvironmentInfo, Member, ProbeRecord
 
 if TYPE_CHECKING:  # pragma: no cover
     from cuaudit.facts.evidence import Evidence
@@ -46,6 +46,30 @@ class RuleContext:
         self.family = ""
         self._memo_of: dict[str, list[Any]] = {}
         self._by_extractor: dict[str, list[tuple[int, Member, Any]]] = {}
+        self._focus: frozenset[str] | None = None
+
+    def in_focus(self, artifact: "Artifact") -> bool:
+        """Whether the report keeps this artifact's findings: always, except under ``env --package``
+        (``config.focus``), which keeps those of the named distributions and of what they require.
+        A rule may skip the work whose only outcome is findings of other artifacts; what it reads of
+        them to judge the ones in focus (modules, libraries, providers) it reads as before."""
+        if not self.config.focus:
+            return True
+        if self._focus is None:
+            from packaging.utils import canonicalize_name
+
+            from cuaudit.requirement import required_closure
+
+            installed = {canonicalize_name(a.ref.name) for a in self.artifacts
+                         if a.ref.kind is ArtifactKind.INSTALLED and a.ref.name}
+            roots = set(self.config.focus) & installed
+            sites = self.environment.site_dirs if self.environment is not None else ()
+            self._focus = frozenset(required_closure(sites, roots, installed) if sites else roots)
+        if artifact.ref.kind is not ArtifactKind.INSTALLED or not artifact.ref.name:
+            return False
+        from packaging.utils import canonicalize_name
+
+        return canonicalize_name(artifact.ref.name) in self._focus
 
     def _table(self, extractor: str) -> list[tuple[int, Member, Any]]:
         """[(artifact index, member, fact)] of one extractor in artifact and member order, built once.

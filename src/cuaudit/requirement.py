@@ -71,3 +71,26 @@ def parse_requirement(text: str) -> Requirement | None:
         return None
     return Requirement(text.strip(), canonicalize_name(req.name), str(req.specifier), frozenset(req.extras),
                        str(req.marker) if req.marker is not None else "", req.url or "")
+
+
+def required_closure(site_dirs: "list[str] | tuple[str, ...]", roots: set[str], installed: set[str]) -> set[str]:
+    """``roots`` and the installed distributions they require, transitively (canonical names, read
+    from the METADATA of the distributions in ``site_dirs``; extras left out)."""
+    from importlib import metadata
+
+    from packaging.utils import canonicalize_name
+
+    requires: dict[str, list[str]] = {}
+    for dist in metadata.distributions(path=list(site_dirs)):
+        name = canonicalize_name(dist.metadata.get("Name") or "")
+        requires.setdefault(name, list(dist.requires or ()))
+    seen, todo = set(roots), list(roots)
+    while todo:
+        for req in filter(None, map(parse_requirement, requires.get(todo.pop(), ()))):
+            if req.optional:
+                continue
+            name = req.name
+            if name in installed and name not in seen:
+                seen.add(name)
+                todo.append(name)
+    return seen

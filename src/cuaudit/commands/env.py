@@ -22,7 +22,9 @@ def configure_parser(sub: argparse._SubParsersAction) -> None:
                    help="interpreter of the environment, or its folder (default: this one); never imports its packages")
     p.add_argument("--package", action="append", metavar="NAME", default=[],
                    help="report only this distribution's findings, and those of its dependencies at or above "
-                   "--fail-on (repeatable); the whole environment is still audited, so cross-package checks hold")
+                   "--fail-on (repeatable); the other distributions are still read where these need them "
+                   "(what they import and link against), so cross-package checks hold, but their own "
+                   "findings are not computed")
     add_audit_options(p)
     p.set_defaults(func=execute)
 
@@ -31,6 +33,13 @@ def execute(args: argparse.Namespace) -> int:
     from cuaudit.engine import audit
 
     config = config_from_args(args)
+    if args.package:
+        import dataclasses
+
+        from packaging.utils import canonicalize_name
+
+        # the rules compute the findings of these (and of what they require) only: the report keeps no other
+        config = dataclasses.replace(config, focus=tuple(sorted({canonicalize_name(n) for n in args.package})))
     report = audit([], env=args.python or True, config=config, progress=make_progress(args), command="env")
     if args.package:
         report = only_packages(report, args.package)
@@ -73,25 +82,8 @@ def only_packages(report: "Report", names: list[str]) -> "Report":
 
 def _dependencies(report: "Report", roots: set[str], installed: set[str]) -> set[str]:
     """The installed distributions that ``roots`` require, transitively (read from their METADATA)."""
-    from importlib import metadata
-
-    from packaging.utils import canonicalize_name
-
-    from cuaudit.requirement import parse_requirement
+    from cuaudit.requirement import required_closure
 
     if report.environment is None:
         return set()
-    requires: dict[str, list[str]] = {}
-    for dist in metadata.distributions(path=list(report.environment.site_dirs)):
-        name = canonicalize_name(dist.metadata.get("Name") or "")
-        requires.setdefault(name, list(dist.requires or ()))
-    seen, todo = set(roots), list(roots)
-    while todo:
-        for req in filter(None, map(parse_requirement, requires.get(todo.pop(), ()))):
-            if req.optional:
-                continue
-            name = req.name
-            if name in installed and name not in seen:
-                seen.add(name)
-                todo.append(name)
-    return seen
+    return required_closure(report.environment.site_dirs, roots, installed)

@@ -83,7 +83,7 @@ def _package_traps(ctx) -> list[_PackageTrap]:
         out: list[_PackageTrap] = []
         pairs: dict[int, list[tuple[str, str]]] = {}
         for i, art in enumerate(ctx.artifacts):
-            if art.ref.kind is ArtifactKind.FILE:
+            if art.ref.kind is ArtifactKind.FILE or not ctx.in_focus(art):
                 continue
             mods = m.modules.get(i, {})
             for parent, sub in public_submodules(uni, mods):
@@ -404,8 +404,9 @@ class LazyTableMismatch(Rule):
         """The facts of every package this rule reads, in one batch (``ahead``: see ``Rule.ahead``)."""
         m = _model(ctx)
         uni = m.universe
-        uni.prefetch_facts((e for mods in m.modules.values() for n, e in sorted(mods.items())
-                            if e.kind == "package" and uni.entries.get(n) is e), ahead=ahead)
+        uni.prefetch_facts((e for i, mods in m.modules.items() if ctx.in_focus(ctx.artifacts[i])
+                            for n, e in sorted(mods.items()) if e.kind == "package" and uni.entries.get(n) is e),
+                           ahead=ahead)
 
     def check(self, ctx) -> Iterator[Finding]:
         m = _model(ctx)
@@ -413,6 +414,8 @@ class LazyTableMismatch(Rule):
         self._packages(ctx)
         for i, mods in m.modules.items():
             art = ctx.artifacts[i]
+            if not ctx.in_focus(art):
+                continue
             for name, entry in sorted(mods.items()):
                 if entry.kind != "package" or uni.entries.get(name) is not entry:
                     continue
@@ -493,7 +496,7 @@ def _chain_traps(ctx) -> list[_ChainTrap]:
         uni = m.universe
         out: list[_ChainTrap] = []
         for i, art in enumerate(ctx.artifacts):
-            if art.ref.kind is ArtifactKind.INSTALLED:
+            if art.ref.kind is ArtifactKind.INSTALLED or not ctx.in_focus(art):
                 # Installed distributions are what user code is resolved against, not the
                 # code under audit: walking every file of an environment cost 10 s of a
                 # 16 s cached `cuaudit env` (103 distributions) for two latent findings.

@@ -209,7 +209,7 @@ class _SourceRule(Rule):
         def find() -> list[tuple[Any, Any]]:
             from cuaudit.inputs import is_test_path
 
-            return [(art, m) for art in ctx.artifacts for m in art.members
+            return [(art, m) for art in ctx.artifacts if ctx.in_focus(art) for m in art.members
                     if not (art.ref.kind is ArtifactKind.INSTALLED and is_test_path(m.path))]
 
         return ctx.memo("promotion.wanted", find)
