@@ -4,7 +4,8 @@ they require) only, and the report is what narrowing the whole environment's rep
 An environment of four distributions and a NumPy 2 stand-in: ``top`` requires ``mid``, which
 requires ``leaf``; ``other`` is unrelated, and only an extra of ``top`` names it.  Each has a
 submodule trap (CU101), a Python scalar given to ``numpy.can_cast`` (CU402), a lazy-loading table
-that names a missing module (CU103), and imports the one below it, so that the traps of ``top`` are
+that names a missing module (CU103), an extension linked against a library it does not use (CU201),
+and imports the one below it, so that the traps of ``top`` are
 judged over the others' modules.
 """
 
@@ -14,7 +15,7 @@ import json
 
 import pytest
 
-from conftest import answering_interpreter, make_tree
+from conftest import answering_interpreter, compile_so, make_tree
 
 from cuaudit.commands.env import only_packages
 from cuaudit.config import Config
@@ -26,7 +27,11 @@ BELOW = {"top": "mid", "mid": "leaf", "leaf": "", "other": "leaf"}
 
 def _site(tmp_path):
     site = tmp_path / "site"
-    files: dict[str, str] = {}
+    # an extension module linked against a library it does not use (CU201, over-linking)
+    build = tmp_path / "build"
+    build.mkdir()
+    ext = compile_so(build, "_ext.so", "int answer(void) { return 42; }\n", flags=["-Wl,--no-as-needed"], libs=["m"])
+    files: dict[str, str | bytes] = {}
     for name, requires in REQUIRES.items():
         info = f"{name}-1.0.dist-info"
         below = BELOW[name]
@@ -37,6 +42,7 @@ def _site(tmp_path):
             f"{name}/__init__.py": (f"import {below}\n" if below else "") + "from . import used\n",
             f"{name}/used.py": "import numpy as np\nok = np.can_cast(300, np.uint8)\n",
             f"{name}/unbound.py": "",
+            f"{name}/_ext.cpython-311-x86_64-linux-gnu.so": ext.read_bytes(),
             f"{name}/lazy/__init__.py": "import lazy_loader as lazy\n"
                                         "__getattr__, __dir__, __all__ = lazy.attach(__name__, submodules=['gone'])\n",
         }
@@ -56,25 +62,35 @@ def _rows(report) -> list[str]:
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
-def test_a_focused_audit_reports_what_narrowing_the_whole_one_reports(tmp_path, jobs):
+def test_a_focused_audit_reports_what_narrowing_the_whole_one_reports(tmp_path, jobs, monkeypatch):
+    import cuaudit.workers as workers
+
     python = _site(tmp_path)
+    read: list[tuple[str, str]] = []  # (member, extractor) extracted in this process (all of them with jobs 1)
+    real = workers._extracted
+    monkeypatch.setattr(workers, "_extracted", lambda member, name, ex, reader: (
+        read.append((member.path, name)), real(member, name, ex, reader))[1])
     whole = audit([], env=str(python), config=Config(cache=False, jobs=jobs), command="env")
     by_dist = {}
     for f in whole.findings:
         by_dist.setdefault(f.location.artifact.name, set()).add(f.code)
     # every distribution has findings of the families the focus narrows: the comparison is not empty
     for name in REQUIRES:
-        assert {"CU101", "CU103", "CU402"} <= by_dist.get(name, set()), (name, by_dist)
+        assert {"CU101", "CU103", "CU201", "CU402"} <= by_dist.get(name, set()), (name, by_dist)
     for named in (["top"], ["mid"], ["other"], ["leaf", "other"]):
+        read.clear()
         focused = audit([], env=str(python), config=Config(cache=False, jobs=jobs, focus=tuple(named)), command="env")
         expected, got = only_packages(whole, named), only_packages(focused, named)
         assert _rows(got) == _rows(expected), named
         assert [a.name for a in got.artifacts] == [a.name for a in expected.artifacts]
         # the others' findings of the narrowed families were never computed, nor their facts read
         kept = {a.name for a in expected.artifacts}
-        assert {f.location.artifact.name for f in focused.findings if f.code in ("CU101", "CU103", "CU402")} == (
+        assert {f.location.artifact.name for f in focused.findings if f.code in ("CU101", "CU103", "CU201", "CU402")} == (
             kept & set(REQUIRES))
         assert focused.stats["facts_extracted"] < whole.stats["facts_extracted"], (named, focused.stats)
+        if jobs == 1:  # nothing at all is read of a distribution outside the focus that nothing in it imports
+            outside = set(REQUIRES) - kept - {BELOW[k] for k in kept if k in BELOW}
+            assert read and not [r for r in read if r[0].split("/")[0] in outside], (named, read)
 
 
 def test_env_package_on_the_command_line_audits_with_the_focus(tmp_path, cli, monkeypatch):

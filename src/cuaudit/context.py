@@ -89,6 +89,16 @@ class RuleContext:
             self._by_extractor[extractor] = table
         return table
 
+    def subjects(self, extractor: str) -> Iterator[tuple["Artifact", Member, Any]]:
+        """:meth:`facts` of the artifacts :meth:`in_focus`: what a rule judges, where :meth:`facts`
+        (every artifact's) is also what it judges against."""
+        if not self.config.focus:
+            yield from self.facts(extractor)
+            return
+        for art in self.artifacts:
+            if self.in_focus(art):
+                yield from self.facts(extractor, art)
+
     def facts(self, extractor: str, artifact: "Artifact | None" = None) -> Iterator[tuple["Artifact", Member, Any]]:
         """(artifact, member, fact) for every member the extractor produced a fact for."""
         if artifact is not None:

@@ -197,6 +197,8 @@ def audit(
         ctx = RuleContext(config, artifacts, extraction.facts, environment, probes,
                           evidence=evidence_inputs, probe=Prober(config, probes))
         extraction.facts.keeps_pickles = extraction.store.keeps
+        if config.focus:
+            extraction.in_focus = ctx.in_focus
         rules = RuleRun(ctx, runnable, names, extraction.facts, extraction=extraction, evidence=evidence_inputs)
         try:
             gathered = _extract(artifacts, environment, early, config=config, extractors=names, progress=progress,

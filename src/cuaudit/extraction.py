@@ -373,6 +373,9 @@ class Extraction:
         self._pool_artifacts: list[Artifact] = []
         #: worker pools started (one per audit, unless a worker died)
         self.pools_started = 0
+        #: ``env --package``: whether an artifact's findings are wanted (``RuleContext.in_focus``, set
+        #: by the engine); every fact of the others waits to be read, as the rules' context
+        self.in_focus: Callable[[Artifact], bool] | None = None
         self.store = FactStore((config.cache_dir or default_cache_dir()) if config.cache else None)
         # The standard library is the machine's, not the audited input: `--no-cache` does not
         # parse it again each run (177 modules: a third of a cold cupy 14.2.0 check's sources).
@@ -436,10 +439,16 @@ class Extraction:
         self.facts.stream = self.walk
         self.facts.later = self.ahead
         self.facts.settle = self.settle
+        in_focus = self.in_focus
         for i, art in enumerate(artifacts):
             deferring = _reads_on_demand(art)
+            aside = in_focus is not None and deferring and not in_focus(art)
             for m in art.members:
                 names = wanted(m)
+                if aside and names:  # no finding of this artifact is wanted: what the others read of it, when read
+                    for n in names:
+                        deferred[(i, m.path, n)] = m
+                    continue
                 if deferring and names and may_defer.intersection(names):
                     later = [n for n in names if facts_registry.get(n).deferred(m)]
                     if later:

@@ -98,7 +98,11 @@ class RuleRun:
         """The pending facts no selected rule names in ``needs``: extracted for their problems alone
         (the format check of installed sources, ``Extractor.deferred``)."""
         read = {n for rule in self.runnable for n in rule.needs}
-        return [k for k in self.facts.pending if k[2] not in read] if self.facts is not None else []
+        if self.facts is None:
+            return []
+        # (under env --package only the problems of the distributions in focus are reported)
+        arts, in_focus = self.ctx.artifacts, self.ctx.in_focus
+        return [k for k in self.facts.pending if k[2] not in read and in_focus(arts[k[0]])]
 
     def ahead(self) -> None:
         """Every rule's ``ahead`` hook, once: before the first rule runs, or as soon as the workers

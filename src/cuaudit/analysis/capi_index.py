@@ -7,9 +7,10 @@ a package ``__init__``, or an extension module that is not Cython).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from cuaudit.facts.cython import CExport, CImport, CythonModule, TypeImport, module_name_for
 from cuaudit.model import ArtifactRef, Location, Member, MemberKind
@@ -43,7 +44,16 @@ class Provider:
     module: str
     artifact: Any  # cuaudit.inputs.Artifact
     member: str
-    facts: CythonModule | None  # None: a Python module or a non-Cython extension
+    #: None: a Python module or a non-Cython extension; or a function giving the facts, called when
+    #: they are first asked for (:attr:`facts`: a provider nobody imports from is never read)
+    _facts: Any
+
+    @property
+    def facts(self) -> CythonModule | None:
+        f = self._facts
+        if callable(f):
+            f = self._facts = f()
+        return f
 
     @property
     def ref(self) -> ArtifactRef:
@@ -80,7 +90,7 @@ class CapiIndex:
                 name = module_of(m.path)
                 if not name:
                     continue
-                fact = facts_of(art, m.path) if m.kind is MemberKind.ELF else None
+                fact = functools.partial(facts_of, art, m.path) if m.kind is MemberKind.ELF else None
                 index.modules.setdefault(name, []).append(Provider(name, art, m.path, fact))
                 index.top_levels.setdefault(name.split(".")[0], set()).add(id(art))
         # Where one folder holds both mod.py and mod.cpython-*.so, the import system loads the
@@ -97,9 +107,12 @@ class CapiIndex:
     def providers(self, module: str) -> list[Provider]:
         return self.modules.get(module, [])
 
-    def consumers(self) -> Iterable[Provider]:
+    def consumers(self, judged: Callable[[Any], bool] | None = None) -> Iterable[Provider]:
+        """The Cython modules that import a C-API (of the artifacts ``judged`` says yes to)."""
         for provs in self.modules.values():
             for p in provs:
+                if judged is not None and not judged(p.artifact):
+                    continue
                 if p.facts is not None and p.facts.is_cython and (p.facts.imports or p.facts.type_imports):
                     yield p
 

@@ -35,7 +35,7 @@ def _problems(ctx) -> list[ImportProblem]:
     def compute() -> list[ImportProblem]:
         index = _index(ctx)
         out: list[ImportProblem] = []
-        for consumer in index.consumers():
+        for consumer in index.consumers(ctx.in_focus):
             found = import_problems(consumer, index)
             if ctx.config.probe and (found or consumer.facts.unresolved):
                 probed = _probe(ctx, consumer, index)
@@ -77,7 +77,7 @@ def _note_absent_providers(ctx, index: CapiIndex) -> None:
     """Say when a consumer's C-API provider is in none of the audited artifacts (`check rmm-cu12==24.12.0`
     alone): nothing was checked against it, which a bare "No findings" would hide."""
     noted: set[tuple[int, str]] = set()
-    for consumer in index.consumers():
+    for consumer in index.consumers(ctx.in_focus):
         if consumer.facts is None:
             continue
         for imp in consumer.facts.imports:
@@ -131,7 +131,7 @@ def _probe(ctx, consumer: Provider, index: CapiIndex) -> list[ImportProblem] | N
         type_imports=tuple(sorted(TypeImport(m, n, size, checks.get((m, n), "")) for (m, n), size in result.type_sizes.items())),
         unresolved=(),
     )
-    probed_consumer = dataclasses.replace(consumer, facts=probed)
+    probed_consumer = dataclasses.replace(consumer, _facts=probed)
     return [dataclasses.replace(p, consumer=consumer, origin="probe") for p in import_problems(probed_consumer, index)]
 
 
@@ -531,11 +531,11 @@ class NumpyAbiMismatch(CapiRule):
             return  # no NumPy named, or several: which one runs is not known
         (running, version), = versions.items()
         modules: dict[tuple[int, str], list] = {}  # (artifact, member) -> [art, member, dtype size, strings]
-        for art, member, facts in ctx.facts("cython-capi"):
+        for art, member, facts in ctx.subjects("cython-capi"):
             for t in getattr(facts, "type_imports", ()):
                 if (t.module, t.name) == ("numpy", "dtype"):
                     modules.setdefault((id(art), member.path), [art, member, None, None])[2] = t.size
-        for art, member, strings in ctx.facts("extension_strings"):
+        for art, member, strings in ctx.subjects("extension_strings"):
             if getattr(strings, "numpy_headers", None):
                 modules.setdefault((id(art), member.path), [art, member, None, None])[3] = strings
         # modules of a distribution whose import_array() accepts the running NumPy

@@ -93,10 +93,10 @@ def _targets(ctx) -> list[Target]:
 
 
 def _modules(ctx) -> list[tuple[object, str, DeviceCode]]:
-    """(artifact, member, device code) for every ELF that carries SASS or PTX."""
+    """(artifact, member, device code) for every ELF that carries SASS or PTX (of the artifacts in focus)."""
     return ctx.memo(
         ("devicecode", "modules"),
-        lambda: [(a, m.path, c) for a, m, c in ctx.facts("fatbin") if isinstance(c, DeviceCode) and c.has_device_code],
+        lambda: [(a, m.path, c) for a, m, c in ctx.subjects("fatbin") if isinstance(c, DeviceCode) and c.has_device_code],
     )
 
 
@@ -192,7 +192,7 @@ class CudaWheelWithoutDeviceCode(Rule):
     def check(self, ctx) -> Iterator[Finding]:
         with_code = {id(a) for a, _m, _c in _modules(ctx)}
         for art in ctx.artifacts:
-            if art.ref.kind not in (ArtifactKind.WHEEL, ArtifactKind.INSTALLED) or id(art) in with_code:
+            if art.ref.kind not in (ArtifactKind.WHEEL, ArtifactKind.INSTALLED) or id(art) in with_code or not ctx.in_focus(art):
                 continue
             exts = [m.path for m in art.members if m.kind is MemberKind.ELF and _EXTENSION.search(m.path)]
             if not exts:

@@ -102,7 +102,9 @@ class Linkage:
         self._export_sets: dict[tuple[Any, str | None], frozenset[str]] = {}
 
     def files(self) -> Iterator[tuple[int, Any, Any, ElfFacts]]:
-        for art, member, facts in self.ctx.facts("elf"):
+        """The ELF files the rules judge (those of the artifacts in focus); what they are judged
+        against (the libraries they resolve to) is read through :meth:`resolve` as needed."""
+        for art, member, facts in self.ctx.subjects("elf"):
             yield self.index[id(art)], art, member, facts
 
     def resolve(self, i: int, member: str, facts: ElfFacts, needed: str) -> Resolution:
@@ -410,13 +412,12 @@ class ImportLoadsGpuLibraries(LinkageRule):
                     continue
                 if table.setdefault(mn[0], (i, m.path, mn[1]))[0] == i:
                     tops_of.setdefault(i, set()).add(mn[0].split(".")[0])
-        walked = [(modules[lk.resolver.art_ns[i]], sorted(tops_of.get(i, ()))) for i, art in enumerate(ctx.artifacts)
-                  if art.ref.kind in (ArtifactKind.WHEEL, ArtifactKind.INSTALLED, ArtifactKind.TREE)]
+        judged = [i for i, art in enumerate(ctx.artifacts)
+                  if art.ref.kind in (ArtifactKind.WHEEL, ArtifactKind.INSTALLED, ArtifactKind.TREE) and ctx.in_focus(art)]
+        walked = [(modules[lk.resolver.art_ns[i]], sorted(tops_of.get(i, ()))) for i in judged]
         imports = _Imports(ctx)
         self._prefetch(ctx, walked, imports)
-        for i, art in enumerate(ctx.artifacts):
-            if art.ref.kind not in (ArtifactKind.WHEEL, ArtifactKind.INSTALLED, ArtifactKind.TREE):
-                continue
+        for i in judged:
             ns = lk.resolver.art_ns[i]
             table = modules[ns]
             tops = sorted(tops_of.get(i, ()))
