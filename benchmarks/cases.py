@@ -505,6 +505,18 @@ CASES: list[Case] = [
     # issue 14: 88 popular distributions, 14.4 k Python files (benchmarks/accuracy.py's pinned set)
     *env_cases("env-popular", "env of 88 popular distributions (accuracy.py's tune set)", PopularVenv(),
                cold_targets=(Target("seconds", 8),), cached_targets=(Target("seconds", 1),), copied=True),
+    # issue 14: what a user runs when one import breaks, `cuaudit env --package NAME`: the named
+    # distributions and what they require are judged, the others read only where those need them
+    *(Case(f"env-popular-package-{pkg}-cold", f"env --package {pkg} of the 88 popular distributions, no fact cache",
+           {"env": PopularVenv()},
+           cuaudit=Cmd(f"cuaudit env --package {pkg} (cold)",
+                       (*CUAUDIT, "env", "--python", "{env}", "--package", pkg, "--isolated", "--color", "never",
+                        "-q", "--cache-dir", "{fresh}"), ok=(0, 1)),
+           peers=(Cmd("cuaudit env, the whole environment (cold)",
+                      (*CUAUDIT, "env", "--python", "{env}", "--isolated", "--color", "never", "-q",
+                       "--cache-dir", "{fresh}"), ok=(0, 1)),
+                  Cmd("pip inspect", ("{py}", "-m", "pip", "--python", "{env}", "inspect"))))
+      for pkg in ("requests", "scipy", "scikit-learn")),
     # the same packages as uv installs them by default: no bytecode files, so no __pycache__ header
     # vouches for a source no rule reads (the format check reads each one)
     Case("env-popular-without-bytecode-cold", "env of the 88 popular distributions without __pycache__ "
