@@ -121,3 +121,17 @@ def test_env_package_on_the_command_line_audits_with_the_focus(tmp_path, cli, mo
              for f in json.loads(whole_out)["findings"]}
     assert {(f["code"], f["location"]["artifact"]["name"], f["location"]["member"], f["message"])
             for f in got["findings"]} <= whole
+
+
+def test_a_focused_audit_and_a_whole_one_share_a_cache_without_changing_each_other(tmp_path):
+    """The focus reads facts on demand that a whole audit extracts up front (and leaves the rest
+    unread): whatever ran before with the same cache, each audit reports what it reports fresh."""
+    python = _site(tmp_path)
+    fresh = {named: _rows(only_packages(audit([], env=str(python), config=Config(cache=False, jobs=1, focus=named),
+                                              command="env"), list(named)))
+             for named in (("top",), ("other",))}
+    whole = _rows(audit([], env=str(python), config=Config(cache=False, jobs=1), command="env"))
+    cache = str(tmp_path / "cache")
+    for step in (("top",), (), ("other",), (), ("top",)):
+        got = audit([], env=str(python), config=Config(cache_dir=cache, jobs=1, focus=step), command="env")
+        assert (_rows(only_packages(got, list(step))) == fresh[step]) if step else (_rows(got) == whole), step

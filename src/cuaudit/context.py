@@ -46,7 +46,8 @@ class RuleContext:
         self.family = ""
         self._memo_of: dict[str, list[Any]] = {}
         self._by_extractor: dict[str, list[tuple[int, Member, Any]]] = {}
-        self._focus: frozenset[str] | None = None
+        #: the ids of the artifacts in focus (``in_focus``), found when first asked
+        self._focus: frozenset[int] | None = None
 
     def in_focus(self, artifact: "Artifact") -> bool:
         """Whether the report keeps this artifact's findings: always, except under ``env --package``
@@ -60,16 +61,14 @@ class RuleContext:
 
             from cuaudit.requirement import required_closure
 
-            installed = {canonicalize_name(a.ref.name) for a in self.artifacts
-                         if a.ref.kind is ArtifactKind.INSTALLED and a.ref.name}
+            names = {id(a): canonicalize_name(a.ref.name) for a in self.artifacts
+                     if a.ref.kind is ArtifactKind.INSTALLED and a.ref.name}
+            installed = set(names.values())
             roots = set(self.config.focus) & installed
             sites = self.environment.site_dirs if self.environment is not None else ()
-            self._focus = frozenset(required_closure(sites, roots, installed) if sites else roots)
-        if artifact.ref.kind is not ArtifactKind.INSTALLED or not artifact.ref.name:
-            return False
-        from packaging.utils import canonicalize_name
-
-        return canonicalize_name(artifact.ref.name) in self._focus
+            wanted = required_closure(sites, roots, installed) if sites else roots
+            self._focus = frozenset(i for i, name in names.items() if name in wanted)
+        return id(artifact) in self._focus
 
     def _table(self, extractor: str) -> list[tuple[int, Member, Any]]:
         """[(artifact index, member, fact)] of one extractor in artifact and member order, built once.
