@@ -7,7 +7,7 @@ set -u
 OUT=${OUT:-/tmp/package_ab_out}; BASE=${BASE:-.base_src}
 . "$(dirname "$0")/_env.sh"
 ready
-for p in ${PACKAGES:-torch cupy-cuda12x jax numba-cuda cuda-bindings}; do
+for p in ${PACKAGES:-torch cupy-cuda13x jax numba-cuda cuda-bindings}; do
   for v in "$BASE" src; do
     rm -rf /tmp/c-pk
     start=$(date +%s%N)
