@@ -13,7 +13,10 @@ runs away.  Such a finding is never cached: a faster machine, or a larger budget
 The clock is the process's user CPU time (``ITIMER_VIRTUAL``, ``SIGVTALRM``): time spent waiting
 for a disk or for other processes does not count.  The budget is kept by the main thread only
 (signals are delivered there); a budget opened in another thread is not kept.  A pass running in
-:func:`cuaudit.compat.deep`'s thread when its budget ends is stopped there too.
+:func:`cuaudit.compat.deep`'s thread when its budget ends is stopped there too.  A process that
+keeps a budget (each worker, and the main process, a library caller's included) gets this module's
+``SIGVTALRM`` handler for good, and its virtual interval timer is this module's while a budget is
+open: a program that uses that timer itself should call cuaudit from another thread.
 
 Budgets nest: an extraction on demand inside another budget keeps its own, and the one that ends
 first stops the passes inside it.  :class:`OverTime` is a ``BaseException`` so that no ``except
