@@ -198,3 +198,36 @@ def test_a_budget_outside_the_main_thread_is_not_kept():
 
 if sys.platform != "linux":  # pragma: no cover
     pytestmark = pytest.mark.skip(reason="setitimer budgets are tested on Linux")
+
+
+def test_a_rule_that_runs_away_stops_its_family_and_the_others_stand(tmp_path, cli, monkeypatch, hang_guard):
+    """``RULE_SECONDS``: a rule's check past its CPU budget is CU011 naming the budget; the later rules
+    of its family do not run on models it may have left half built; the other families' findings
+    stand, and the run is not kept for the next one."""
+    import cuaudit.rule_run as rule_run
+    from cuaudit.rules.promotion import CanCastPythonScalar
+
+    tree = make_tree(tmp_path / "proj", {**SOURCES, "pkg/cast.py": "import numpy as np\nok = np.can_cast(300, np.uint8)\n"})
+    clean = _findings(cli, tree, "--no-cache", "-j", "1")
+    codes = {f["code"] for f in clean}
+    assert {"CU101", "CU402", "CU403"} <= codes, codes  # CU402 runs before CU403, in the same family
+
+    def spin(self, ctx):
+        _spin()
+        yield from ()
+
+    monkeypatch.setattr(CanCastPythonScalar, "check", spin)
+    monkeypatch.setattr(rule_run, "RULE_SECONDS", 0.5)
+    cache = tmp_path / "cache"
+    found = _findings(cli, tree, "--cache-dir", cache, "-j", "1")
+    failed = [f for f in found if f["code"] == "CU011"]
+    assert len(failed) == 1, found
+    assert failed[0]["message"] == (
+        "rule CU402 failed: rule CU402 took more than 0.5 CPU seconds (budget RULE_SECONDS); the rules of its "
+        "family (promotion) were stopped (CUAUDIT_BUDGET_RULE_SECONDS raises the budget)")
+    got = {f["code"] for f in found}
+    assert not got & {"CU402", "CU403"}, got  # the rest of the family did not run
+    assert {_key(f) for f in clean if not f["code"].startswith("CU4")} <= {_key(f) for f in found}
+    monkeypatch.undo()
+    again = _findings(cli, tree, "--cache-dir", cache, "-j", "1")  # nothing of the stopped run was reused
+    assert sorted(map(_key, again)) == sorted(map(_key, clean))

@@ -19,6 +19,7 @@ from cuaudit.extraction import Extraction, Facts, usable_cpus
 from cuaudit.heap import fewer_full_collections
 from cuaudit.inputs import Artifact
 from cuaudit.model import ArtifactKind, ArtifactRef, Finding, Location
+from cuaudit.time_budget import RULE_SECONDS, CPUBudgetExceeded, cpu_budget
 from cuaudit.workers import error_for
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -85,6 +86,8 @@ class RuleRun:
         self.runnable = runnable
         self.names = names
         self.findings: list[Finding] = []
+        #: families whose rule ran out of its CPU-time budget (``RULE_SECONDS``): their later rules are not run
+        self._out_of_time: set[str] = set()
         self.ran = 0
         self._first: dict[str, int] = {}
         for k, rule in enumerate(runnable):
@@ -208,10 +211,16 @@ class RuleRun:
         """The rule's findings; a rule that fails gives CU011 instead (one broken rule must not hide the others)."""
         ctx = self.ctx
         try:
-            return list(rule.check(ctx))
+            with cpu_budget(RULE_SECONDS, f"rule {rule.code}", "RULE_SECONDS",
+                            f"the rules of its family ({type(rule).__module__.rsplit('.', 1)[-1]}) were stopped"):
+                return list(rule.check(ctx))
         except _FamilyForked:
             raise
         except Exception as exc:  # noqa: BLE001 - one broken rule must not hide the others
+            if isinstance(exc, CPUBudgetExceeded):
+                # stopped anywhere: the models its family shares may be half built, so the rest of
+                # the family does not run on them (the other families do)
+                self._out_of_time.add(type(rule).__module__)
             code, message, evidence = error_for(exc)
             arts = ctx.artifacts
             ref = arts[0].ref if arts else ArtifactRef(kind=ArtifactKind.FILE, path=".")
@@ -276,7 +285,8 @@ class RuleRun:
                 ctx.family = family
                 self._checking = True
                 try:
-                    self.findings += self._check(rule)
+                    if family not in self._out_of_time:  # (its models may be half built: its first rule out of time said so)
+                        self.findings += self._check(rule)
                 except _FamilyForked:
                     continue  # forked during this rule's walk: the child finishes the family
                 finally:

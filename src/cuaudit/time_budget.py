@@ -18,8 +18,10 @@ keeps a budget (each worker, and the main process, a library caller's included) 
 ``SIGVTALRM`` handler for good, and its virtual interval timer is this module's while a budget is
 open: a program that uses that timer itself should call cuaudit from another thread.
 
-Budgets nest: an extraction on demand inside another budget keeps its own, and the one that ends
-first stops the passes inside it.  :class:`OverTime` is a ``BaseException`` so that no ``except
+Each rule's check has ``RULE_SECONDS`` the same way (``RuleRun._check``): past them the rule is
+CU011 naming the budget, and the later rules of its family do not run on the models it may have
+left half built.  Budgets nest: an extraction on demand inside a rule's check keeps its own, and
+the one that ends first stops the passes inside it.  :class:`OverTime` is a ``BaseException`` so that no ``except
 Exception`` of the pass itself takes it for an error of its own; the budget it belongs to turns
 it into the :class:`CPUBudgetExceeded` InputError its caller reports.
 """
@@ -33,10 +35,13 @@ import threading
 from cuaudit.inputs.budgets import budget
 from cuaudit.model import InputError
 
-__all__ = ["ANALYSIS_SECONDS", "CPUBudgetExceeded", "OverTime", "cpu_budget"]
+__all__ = ["ANALYSIS_SECONDS", "CPUBudgetExceeded", "OverTime", "RULE_SECONDS", "cpu_budget"]
 
 #: CPU seconds one extractor may spend on one member
 ANALYSIS_SECONDS = budget("ANALYSIS_SECONDS")
+#: CPU seconds one rule's check may spend in the process that runs it (what it extracts in the
+#: workers meanwhile is theirs); past them its family stops (see ``RuleRun._check``)
+RULE_SECONDS = budget("RULE_SECONDS")
 
 
 class OverTime(BaseException):
@@ -103,10 +108,11 @@ class cpu_budget:  # a context manager named like the function it is used as
     """Run the block with ``seconds`` of user CPU time; past them, CPUBudgetExceeded (CU004) saying
     that ``what`` took longer than the budget ``name`` allows."""
 
-    __slots__ = ("name", "seconds", "token", "what")
+    __slots__ = ("lost", "name", "seconds", "token", "what")
 
-    def __init__(self, seconds: float, what: str, name: str = "ANALYSIS_SECONDS") -> None:
-        self.seconds, self.what, self.name, self.token = seconds, what, name, None
+    def __init__(self, seconds: float, what: str, name: str = "ANALYSIS_SECONDS",
+                 lost: str = "its facts are missing") -> None:
+        self.seconds, self.what, self.name, self.lost, self.token = seconds, what, name, lost, None
 
     def __enter__(self) -> None:
         if not _usable():
@@ -136,8 +142,8 @@ class cpu_budget:  # a context manager named like the function it is used as
         if isinstance(exc, OverTime) and exc.token is token:
             name = self.name
             raise CPUBudgetExceeded(
-                "CU004", f"{self.what} took more than {self.seconds:g} CPU seconds (budget {name}); its facts are "
-                f"missing (CUAUDIT_BUDGET_{name} raises the budget)", budget=name, seconds=self.seconds) from None
+                "CU004", f"{self.what} took more than {self.seconds:g} CPU seconds (budget {name}); {self.lost} "
+                f"(CUAUDIT_BUDGET_{name} raises the budget)", budget=name, seconds=self.seconds) from None
         return False
 
 

@@ -31,6 +31,7 @@ BUDGETS: dict[str, tuple[int, str]] = {
     "ELF_NAME_FANOUT": (4, "names read from one ELF string table, as a multiple of its size (plus 64 KiB)"),
     "FATBIN_ENTRIES": (256 * KiB, "fat-binary entries listed from one member"),
     "ANALYSIS_SECONDS": (60, "CPU seconds one extractor's pass may spend on one member (time_budget.py)"),
+    "RULE_SECONDS": (600, "CPU seconds one rule's check may spend; past them its family stops (time_budget.py)"),
 }
 
 _SUFFIX = {"K": KiB, "M": MiB, "G": GiB}
