@@ -86,7 +86,7 @@ class RuleRun:
         self.runnable = runnable
         self.names = names
         self.findings: list[Finding] = []
-        #: families whose rule ran out of its CPU-time budget (``RULE_SECONDS``): their later rules are not run
+        #: families whose rule ran out of its CPU-time budget (``RULE_SECONDS``): their later rules do not run
         self._out_of_time: set[str] = set()
         self.ran = 0
         self._first: dict[str, int] = {}
@@ -285,7 +285,8 @@ class RuleRun:
                 ctx.family = family
                 self._checking = True
                 try:
-                    if family not in self._out_of_time:  # (its models may be half built: its first rule out of time said so)
+                    # (a family out of time may have left its models half built: its rule's CU011 says so)
+                    if family not in self._out_of_time:
                         self.findings += self._check(rule)
                 except _FamilyForked:
                     continue  # forked during this rule's walk: the child finishes the family

@@ -21,9 +21,9 @@ open: a program that uses that timer itself should call cuaudit from another thr
 Each rule's check has ``RULE_SECONDS`` the same way (``RuleRun._check``): past them the rule is
 CU011 naming the budget, and the later rules of its family do not run on the models it may have
 left half built.  Budgets nest: an extraction on demand inside a rule's check keeps its own, and
-the one that ends first stops the passes inside it.  :class:`OverTime` is a ``BaseException`` so that no ``except
-Exception`` of the pass itself takes it for an error of its own; the budget it belongs to turns
-it into the :class:`CPUBudgetExceeded` InputError its caller reports.
+the one that ends first stops the passes inside it.  :class:`OverTime` is a ``BaseException`` so
+that no ``except Exception`` of the pass itself takes it for an error of its own; the budget it
+belongs to turns it into the :class:`CPUBudgetExceeded` InputError its caller reports.
 """
 
 from __future__ import annotations
