@@ -68,8 +68,12 @@ def test_a_focused_audit_reports_what_narrowing_the_whole_one_reports(tmp_path, 
     python = _site(tmp_path)
     read: list[tuple[str, str]] = []  # (member, extractor) extracted in this process (all of them with jobs 1)
     real = workers._extracted
-    monkeypatch.setattr(workers, "_extracted", lambda member, name, ex, reader: (
-        read.append((member.path, name)), real(member, name, ex, reader))[1])
+
+    def extracted(member, name, ex, reader):
+        read.append((member.path, name))
+        return real(member, name, ex, reader)
+
+    monkeypatch.setattr(workers, "_extracted", extracted)
     whole = audit([], env=str(python), config=Config(cache=False, jobs=jobs), command="env")
     by_dist = {}
     for f in whole.findings:
@@ -121,6 +125,8 @@ def test_env_package_on_the_command_line_audits_with_the_focus(tmp_path, cli, mo
              for f in json.loads(whole_out)["findings"]}
     assert {(f["code"], f["location"]["artifact"]["name"], f["location"]["member"], f["message"])
             for f in got["findings"]} <= whole
+    rc, out, err = cli("env", "--python", python, "--isolated", "--no-cache", "--package", "no-such-dist")
+    assert rc == 2 and "no-such-dist" in err
 
 
 def test_a_focused_audit_and_a_whole_one_share_a_cache_without_changing_each_other(tmp_path):

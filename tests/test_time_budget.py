@@ -1,8 +1,9 @@
-"""The CPU-time budget of each extractor's pass over one member (``cuaudit.time_budget``).
+"""The CPU-time budgets of each extractor's pass over one member and of each rule (``cuaudit.time_budget``).
 
 A pass that runs away (a bug of ours, or an input that makes one of them take time that grows
 faster than its bytes) is stopped at ``ANALYSIS_SECONDS`` of CPU: its member gets CU004 naming the
-budget, every other member and pass keeps its facts, and the finding is never cached.
+budget, every other member and pass keeps its facts, and the finding is never cached.  A rule's
+check past ``RULE_SECONDS`` is CU011, and the rest of its family does not run.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from conftest import make_tree
 import cuaudit.workers as workers
 from cuaudit.facts.python_source import PythonSourceExtractor
 from cuaudit.time_budget import CPUBudgetExceeded, cpu_budget
+
+if sys.platform != "linux":  # pragma: no cover
+    pytestmark = pytest.mark.skip(reason="setitimer budgets are tested on Linux")
 
 
 @pytest.fixture
@@ -194,10 +198,6 @@ def test_a_budget_outside_the_main_thread_is_not_kept():
     t.start()
     t.join()
     assert seen == [(0.0, 0.0)]
-
-
-if sys.platform != "linux":  # pragma: no cover
-    pytestmark = pytest.mark.skip(reason="setitimer budgets are tested on Linux")
 
 
 def test_a_rule_that_runs_away_stops_its_family_and_the_others_stand(tmp_path, cli, monkeypatch, hang_guard):
