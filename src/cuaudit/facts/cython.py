@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from cuaudit.facts import Extractor, MemberReader, WithProblems
 from cuaudit.facts import cython_blob
 from cuaudit.facts.cython_code import (  # noqa: F401 - the records are part of this module's facts
-    CHECK_SIZE, CExport, CImport, TypeDef, TypeImport, _Image, _IMPORTED, _prime_calls, _Tracker,
+    CHECK_SIZE, CExport, CImport, TypeDef, TypeImport, _Image, _IMPORTED, _prime_calls, _Tracker, contains,
 )
 from cuaudit.facts.cython_tables import (
     _python_name_used, _read_exports, _read_imports, _read_typedefs, _reexport_candidates,
@@ -103,7 +103,7 @@ class CythonCapiExtractor(Extractor):
     """C-API exports, imports and extension types of a compiled Cython module."""
 
     name = "cython-capi"
-    version = 3  # bump whenever the reader finds more or different facts (the cache is keyed on it); 3: no PyInit_, not read
+    version = 4  # bump whenever the reader finds more or different facts (the cache is keyed on it); 3: no PyInit_, not read; 4: a mapped non-x86 module's Cython markers found (`in` compared single bytes of a mapping)
 
     def applies(self, member: Member) -> bool:
         # Python extension modules only: a Cython module is never a versioned
@@ -145,7 +145,7 @@ def read_image(elf: ElfImage) -> CythonModule:
     path = elf.path
     if not elf.is_x86_64:
         data = elf.whole()
-        if not (_ABI.search(data) or b"cython_runtime" in data or b"__pyx_" in data):
+        if not (_ABI.search(data) or contains(data, b"cython_runtime") or contains(data, b"__pyx_")):
             # another machine, and not Cython either: nothing to say (CU009 is for Cython modules)
             return CythonModule(module=module_name_for(path), cython="", is_cython=False)
     if not _exports_module_init(elf):
@@ -157,7 +157,7 @@ def read_image(elf: ElfImage) -> CythonModule:
     data = image.data
     # Not Cython (no ABI marker, no capi name): nothing to say, and nothing to read further.
     abi = _ABI.search(data)
-    has_capi_name = b"__pyx_capi__\x00" in data
+    has_capi_name = contains(data, b"__pyx_capi__\x00")
     cython = ""
     if abi:
         cython = ".".join(g.decode() for g in abi.groups()[:3])
@@ -169,13 +169,13 @@ def read_image(elf: ElfImage) -> CythonModule:
         imported = image.imported_functions(_IMPORTED)
         _prime_calls(image, imported)
         located = cython_blob.locate(image, _Tracker(image), imported)
-        if located and (b"cython_runtime" in located[1] or b"__pyx_capi__" in located[1] or b"cython_runtime\x00" in data):
+        if located and (b"cython_runtime" in located[1] or b"__pyx_capi__" in located[1] or contains(data, b"cython_runtime\x00")):
             cython = "3.2+"
         elif has_capi_name:
             pass  # Cython up to 3.1 without an ABI marker
-        elif b"cython_runtime\x00" not in data and b"__pyx_" not in data:
+        elif not contains(data, b"cython_runtime\x00") and not contains(data, b"__pyx_"):
             return CythonModule(module=module_name_for(path), cython="", is_cython=False)
-        elif b"__pyx_capi__" in data:
+        elif contains(data, b"__pyx_capi__"):
             # the name inside an uncompressed 3.2+ string table: not read
             return CythonModule(module=module_name_for(path), cython="3.2+", has_capi=True,
                                 unresolved=("uncompressed Cython 3.2+ string table: C-API not read",))

@@ -16,9 +16,10 @@ import struct
 from dataclasses import dataclass, field
 from bisect import bisect_left, bisect_right
 from itertools import compress
+from typing import Any
 from operator import itemgetter
 
-from cuaudit.formats.elf import EM_X86_64, ElfImage
+from cuaudit.formats.elf import EM_X86_64, SHT_NOBITS, ElfImage
 from cuaudit.model import InputError
 
 # -- facts ----------------------------------------------------------------------
@@ -88,9 +89,11 @@ class _Image:
             )
         self.elf = elf
         self.path = path
-        data = elf.whole()
-        self.data = data if isinstance(data, bytes) else bytes(data)
         elf.sections()  # a section table that does not parse is CU005 here, before any code is read
+        data = elf.whole()
+        #: the file's bytes at their offsets; test for a string with ``contains`` (``in`` does not
+        #: search a mapping)
+        self.data = data if isinstance(data, bytes) else _without_device_code(elf, data)
 
     def offset(self, vaddr: int) -> int | None:
         return self.elf.offset_of(vaddr)
@@ -212,6 +215,46 @@ class CallSite:
     address: int
     target: int  # call rel32 target, or -slot for call [rip+slot]
     args: dict = field(default_factory=dict)  # register -> value
+
+
+def contains(data: Any, needle: bytes) -> bool:
+    """Whether ``needle`` occurs in ``data``, bytes or a mapping (whose ``in`` compares single bytes)."""
+    return data.find(needle) >= 0
+
+
+#: a copy goes through pieces of this size (the temporary bytes of a slice)
+_COPY_PIECE = 16 * 1024**2
+
+
+def _without_device_code(elf: ElfImage, mapped: Any) -> Any:
+    """A file's bytes for the readers, from its mapping: a private anonymous mapping of the same size
+    with every byte but those of the fat-binary sections, which are left as zeros never written.
+
+    The readers want the whole file at its offsets (code, strings, tables; a whole-file search for
+    the ABI marker), never the device code, which is most of a CUDA module (72 of cupy's
+    ``thrust`` module's 79 MB): a bytes copy of the file cost a worker its size twice over, the copy
+    and the mapped pages it was read from (+167 MB for ``thrust``).  Untouched anonymous pages cost
+    nothing, read or not.
+    """
+    import mmap
+
+    from cuaudit.facts.fatbin import FATBIN_SECTIONS
+
+    size = len(mapped)
+    skip = sorted((s.offset, min(s.offset + s.size, size)) for s in elf.sections()
+                  if s.name in FATBIN_SECTIONS and s.type != SHT_NOBITS and s.offset < size)
+    out = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)  # private: a read of an untouched page maps the zero page (shared memory would allocate it)
+    keep, pos = [], 0
+    for start, end in skip:
+        if start > pos:
+            keep.append((pos, start))
+        pos = max(pos, end)
+    keep.append((pos, size))
+    for start, end in keep:
+        for at in range(start, end, _COPY_PIECE):
+            stop = min(at + _COPY_PIECE, end)
+            out[at:stop] = mapped[at:stop]
+    return out
 
 
 class _Tracker:

@@ -14,7 +14,7 @@ import re
 import struct
 
 from cuaudit.facts.cython_code import (
-    CHECK_SIZE, CallSite, CExport, CImport, TypeDef, TypeImport, _call_sites, _function_of, _IDENT, _Image,
+    CHECK_SIZE, CallSite, CExport, CImport, TypeDef, TypeImport, _call_sites, _function_of, _IDENT, _Image, contains,
     _looks_like_signature, _scan_runs, _str, _Tracker,
 )
 
@@ -289,7 +289,7 @@ def _read_exports(image: _Image, tracker: _Tracker, imported, unnamed: list[str]
     notes: list[str] = []
     if not sites:
         return exports, False, notes
-    has_capi = b"__pyx_capi__\x00" in image.data
+    has_capi = contains(image.data, b"__pyx_capi__\x00")
     helpers, inline_sites = _export_helpers(image, tracker, sites)
     constprop: dict[int, str] = {}
     # Exports through a helper: every call to it passes (name, pointer, signature).
@@ -387,7 +387,7 @@ def _read_typedefs(image: _Image, module: str) -> list[TypeDef]:
         if not image.in_section(where, ".data", ".data.rel.ro", ".data.rel"):
             continue
         at = offset(value)
-        if at is None or not data.startswith(head, at):
+        if at is None or data[at : at + len(head)] != head:  # (a mapping has no startswith)
             continue
         name = image.cstr(value, 512)
         if not name or not _IDENT.match(name[len(prefix) :]):

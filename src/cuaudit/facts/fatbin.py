@@ -44,6 +44,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
+import stat
 import struct
 from dataclasses import dataclass
 from typing import IO, Iterable, Iterator, Sequence
@@ -190,7 +191,7 @@ def _entry(buf: bytes | memoryview, pos: int, section: str, file_offset: int) ->
 
 def _valid_container(header: bytes | memoryview, pos: int, limit: int) -> int | None:
     """Body size of a container header at ``pos``, or None if it is not one."""
-    if pos + _CONTAINER.size > limit:
+    if pos + _CONTAINER.size > min(limit, len(header)):
         return None
     magic, version, hsize, body = _CONTAINER.unpack_from(header, pos)
     if magic != FATBIN_MAGIC or version != 1 or hsize != 16 or pos + hsize + body > limit:
@@ -199,7 +200,7 @@ def _valid_container(header: bytes | memoryview, pos: int, limit: int) -> int | 
 
 
 def _valid_entry_header(buf: bytes | memoryview, pos: int, end: int) -> bool:
-    if pos + _ENTRY.size > end:
+    if pos + _ENTRY.size > min(end, len(buf)):
         return False
     kind, ver, hsize, payload = struct.unpack_from("<HHIQ", buf, pos)
     return kind in _KINDS and hsize >= _ENTRY.size and hsize <= 4096 and pos + hsize + payload <= end
@@ -214,20 +215,23 @@ def parse_fatbin(buf: bytes | memoryview, start: int, end: int, section: str, ba
     notes: list[str] = []
     containers = 0
     pos = start
+    # each header is read as a slice of its own: ``buf`` may be a file's :class:`_FileWindows`
     while pos + _CONTAINER.size <= end:
-        body = _valid_container(buf, pos, end)
+        head = bytes(buf[pos : pos + _CONTAINER.size])
+        body = _valid_container(head, 0, end - pos)
         if body is None:
             # Sections are padded to 8; anything else that is not a container is worth saying.
-            if any(bytes(buf[pos : min(end, pos + 16)])):
+            if any(head):
                 notes.append(f"{section}: no fat-binary container at offset {base + pos:#x}; the rest of the section is not read")
             break
         containers += 1
         q, stop = pos + 16, pos + 16 + body
         while q < stop:
-            if not _valid_entry_header(buf, q, stop):
+            hdr = bytes(buf[q : q + min(_ENTRY.size, stop - q)])
+            if not _valid_entry_header(hdr, 0, stop - q):
                 notes.append(f"{section}: malformed entry header at offset {base + q:#x}")
                 break
-            e = _entry(buf, q, section, base + q)
+            e = _entry(hdr, 0, section, base + q)
             entries.append(e)
             _check_count(len(entries))
             q += e.header_size + e.payload_size
@@ -290,15 +294,59 @@ def _skip(fh: IO[bytes], n: int) -> None:
 # -- over the member's ELF image -------------------------------------------------------
 
 
-def device_code_of(image: ElfImage, scan: "_ContainerScan | None" = None) -> DeviceCode:
+def device_code_of(image: ElfImage, scan: "_ContainerScan | None" = None, windows: "_FileWindows | None" = None) -> DeviceCode:
     """Device code of one ELF image: its fat-binary sections, read in place or as the stream passes
-    (``scan``: the scan :func:`watch` attached to the stream before other passes read it)."""
+    (``scan``: the scan :func:`watch` attached to the stream before other passes read it).
+    ``windows``: the image's file, whose entry headers are then read with ``pread`` rather than
+    through the image's mapping."""
     if not image.shoff:
         return DeviceCode((), (), 0, 0, ("no section headers (stripped of them): device code not listed",))
     buf = image.buffer
     if buf is not None:
-        return _from_sections(image.sections(), image.size, lambda s: (buf, s.offset))
+        src = windows if windows is not None else buf
+        return _from_sections(image.sections(), image.size, lambda s: (src, s.offset))
     return _from_stream(image, scan or watch(image))
+
+
+class _FileWindows:
+    """A file on disk as slices read with ``pread``: ``self[a:b]`` is its bytes ``a`` to ``b``.
+
+    A fat-binary section is most of a CUDA library (600 of libcublasLt's 749 MB) and its reader
+    needs only the headers of its entries, a few thousand of 64 bytes.  Read through a mapping of
+    the file, each header maps the page-cache folio around it into the process: with the large
+    folios of Linux 6.x page caches (an ext4 file read or written in sequence), most of the
+    section, so the process's resident size grew by hundreds of megabytes that it never read
+    (the same 1 GB ``libtorch_cuda.so``: 38 MB out of the page cache, 164-780 MB in it).
+    """
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    @classmethod
+    def of(cls, path: str, size: int) -> "_FileWindows | None":
+        """The file at ``path`` if it is still a regular file of ``size`` bytes (what was mapped), else None."""
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        except (OSError, ValueError):
+            return None
+        try:
+            st = os.fstat(fd)
+        except OSError:
+            os.close(fd)
+            return None
+        if not stat.S_ISREG(st.st_mode) or st.st_size != size:
+            os.close(fd)
+            return None
+        return cls(fd)
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+    def __getitem__(self, s: slice) -> bytes:
+        if s.step is not None or s.start is None or s.stop is None or s.start < 0:
+            raise TypeError("_FileWindows takes [start:stop] slices only")
+        n = s.stop - s.start
+        return os.pread(self.fd, n, s.start) if n > 0 else b""
 
 
 def _from_sections(secs: Sequence[Section], size: int, view) -> DeviceCode:
@@ -484,11 +532,21 @@ class _Prefixed(io.RawIOBase):
 
 
 def read_path(path: str) -> DeviceCode:
-    """Device code of a file on disk (mmapped: only the touched pages are read)."""
+    """Device code of a file on disk: its ELF tables through a mapping, its entry headers with
+    ``pread`` (:class:`_FileWindows`: only those are read, and nothing of the payloads is mapped)."""
     mm = map_file(path)
     with mm:
         random_access(mm)
-        return read_device_code(mm)
+        windows = _FileWindows.of(path, len(mm))
+        if windows is None:
+            return read_device_code(mm)
+        try:
+            if bytes(mm[:4]) == _MAGIC_BYTES:  # a raw .fatbin
+                entries, n, notes = parse_fatbin(windows, 0, len(mm), "fatbin")
+                return DeviceCode(tuple(entries), ("fatbin",), n, 0, tuple(notes))
+            return device_code_of(image_of_bytes(mm), None, windows)
+        finally:
+            windows.close()
 
 
 def cuobjdump_listing(code: DeviceCode, filename: str) -> list[str]:
@@ -541,6 +599,13 @@ class FatbinExtractor(Extractor):
                 return _raw_fatbin_stream(fh, reader.member.size)
         image = reader.elf()
         if image.buffer is not None and reader.fs_path is not None:
+            # the entry headers read where they lie, not through the mapping (see _FileWindows)
+            windows = _FileWindows.of(reader.fs_path, image.size) if image.shoff else None
+            if windows is not None:
+                try:
+                    return device_code_of(image, scan, windows)
+                finally:
+                    windows.close()
             random_access(image.buffer)
         return device_code_of(image, scan)
 

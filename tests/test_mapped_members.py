@@ -1,0 +1,180 @@
+"""Files on disk are read for what the readers need, not mapped whole into the process.
+
+A CUDA module is mostly device code (cupy's ``thrust`` module: 72 of its 79 MB).  Two readers
+used to take all of it into the worker that read the file:
+
+- the device-code listing read each entry's header through the file's mapping, and the kernel
+  maps the whole page-cache folio around each touched byte (large folios on Linux 6.x): a 1 GB
+  ``libtorch_cuda.so`` grew the process by 164-780 MB whose bytes it never looked at.  The headers
+  are now read with ``pread`` (``fatbin._FileWindows``);
+- the Cython C-API reader copied the whole file into a bytes object (+167 MB for ``thrust``).
+  It now reads a private anonymous mapping holding every byte but the fat-binary sections', which
+  stay untouched zero pages (``cython_code._without_device_code``).
+
+Each test checks that the result is the same as reading the bytes in memory, and that the memory
+is not taken.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from conftest import corpus_file
+from devicecode_bytes import container, elf_with, entry
+
+from cuaudit.facts import MemberReader
+from cuaudit.facts import fatbin as fatbin_mod
+from cuaudit.facts.cython import read_image
+from cuaudit.facts.cython_code import _Image, _without_device_code, contains
+from cuaudit.facts.fatbin import FatbinExtractor, read_device_code, read_path
+from cuaudit.formats.elf import image_of_bytes, map_file
+from cuaudit.inputs import resolve
+
+linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
+
+BIG = 48 * 1024**2  # device code large enough that taking it would show in the process's memory
+
+
+def _library(path: Path, big: int = 0) -> bytes:
+    """An ELF with code-like bytes around two containers of device code (one entry with ``big``
+    bytes of payload) and a malformed entry at the end of the second (a note)."""
+    fat = container(entry(2, 80), entry(2, 90, payload=b"\1" * max(big, 24)), entry(1, 75)) + \
+        container(entry(2, 100, payload=b"\2" * 40), entry(2, 120), entry(2, 86)[:40] + b"\0" * 24)
+    data = elf_with({".text": b"\x90" * 4096 + b"cython_runtime\0", ".nv_fatbin": fat, ".rodata": b"_cython_3_0_11\0" * 4})
+    path.write_bytes(data)
+    return data
+
+
+def _resident_mb(*keys: str) -> float:
+    with open("/proc/self/status") as fh:
+        d = dict(line.split(":", 1) for line in fh)
+    return sum(int(d[k].split()[0]) for k in keys if k in d) / 1024
+
+
+def test_device_code_of_a_file_is_read_with_pread_and_equals_the_bytes(tmp_path, monkeypatch):
+    lib = tmp_path / "libk.so"
+    data = _library(lib)
+    calls: list[tuple[int, int]] = []
+    real = os.pread
+
+    def spy(fd: int, n: int, offset: int) -> bytes:
+        calls.append((n, offset))
+        return real(fd, n, offset)
+
+    monkeypatch.setattr(fatbin_mod.os, "pread", spy)
+    from_file = read_path(str(lib))
+    assert from_file == read_device_code(data)
+    assert [e.sm for e in from_file.entries] == [80, 90, 75, 100, 120]
+    assert from_file.notes and "malformed entry header" in from_file.notes[0]
+    # two container headers and a header read for each of the six entries, nothing more
+    assert len(calls) == 8 and max(n for n, _ in calls) <= 64
+
+    # the extractor reads a member on disk the same way: headers with pread, the same facts
+    calls.clear()
+    art = resolve([str(lib)])[0]
+    reader = MemberReader(art, art.members[0])
+    assert reader.fs_path is not None
+    ex = FatbinExtractor()
+    ex.prepare(reader)
+    assert ex.extract(reader) == from_file
+    assert len(calls) == 8
+
+
+def test_device_code_of_a_file_replaced_by_another_size_is_read_through_the_mapping(tmp_path):
+    lib = tmp_path / "libk.so"
+    data = _library(lib)
+    art = resolve([str(lib)])[0]
+    reader = MemberReader(art, art.members[0])
+    image = reader.elf()  # mapped: then the file changes under it
+    lib.write_bytes(data + b"\0" * 8)
+    assert fatbin_mod._FileWindows.of(str(lib), image.size) is None
+    assert FatbinExtractor().extract(reader) == read_device_code(data)
+
+
+@linux_only
+def test_listing_a_large_file_does_not_take_its_device_code_into_the_process(tmp_path):
+    lib = tmp_path / "libbig.so"
+    _library(lib, big=BIG)
+    with open(lib, "rb") as fh:  # in the page cache, as a library that was just installed
+        while fh.read(1 << 24):
+            pass
+    before = _resident_mb("VmRSS")
+    code = read_path(str(lib))
+    assert [e.sm for e in code.entries][:2] == [80, 90]
+    # the mapping is closed by now: what stays is what was allocated; and while it was open, the
+    # listing never read the payload (the spy test above): nothing of BIG was taken
+    assert _resident_mb("VmRSS") - before < BIG / 1024**2 / 4
+
+
+def test_a_mapped_module_keeps_every_byte_but_its_device_code(tmp_path):
+    lib = tmp_path / "mod.cpython-311-x86_64-linux-gnu.so"
+    data = _library(lib, big=1 << 20)
+    with map_file(str(lib)) as mm:
+        elf = image_of_bytes(mm, str(lib))
+        copy = _without_device_code(elf, mm)
+        fat = elf.section(".nv_fatbin")
+        assert len(copy) == len(data)
+        assert copy[: fat.offset] == data[: fat.offset]
+        assert copy[fat.offset + fat.size :] == data[fat.offset + fat.size :]
+        assert copy[fat.offset : fat.offset + fat.size] == bytes(fat.size)
+        # what the readers ask of it, a mapping answers as bytes do
+        assert contains(copy, b"cython_runtime\0") and contains(data, b"cython_runtime\0")
+        assert not contains(copy, b"\1" * 64) and contains(data, b"\1" * 64)  # (only in the device code)
+        assert copy.find(b"_cython_3_0_11") == data.find(b"_cython_3_0_11")
+        assert isinstance(_Image(elf).data, type(copy))
+    assert isinstance(_Image(image_of_bytes(data, str(lib))).data, bytes)  # bytes in memory stay as they are
+
+
+@linux_only
+def test_reading_a_mapped_module_takes_no_memory_for_its_device_code(tmp_path):
+    lib = tmp_path / "mod.cpython-311-x86_64-linux-gnu.so"
+    _library(lib, big=BIG)
+    with map_file(str(lib)) as mm:
+        before = _resident_mb("RssAnon", "RssShmem")
+        image = _Image(image_of_bytes(mm, str(lib)))
+        assert not contains(image.data, b"__pyx_capi__\0")  # a search reads every page, device code included
+        grown = _resident_mb("RssAnon", "RssShmem") - before
+        assert grown < BIG / 1024**2 / 4, f"{grown:.0f} MB taken reading a module of {BIG >> 20} MB of device code"
+
+
+@pytest.mark.parametrize("wheel, member", [
+    ("rmm_cu12-24.12.0-*.whl", "rmm/pylibrmm/memory_resource.cpython-311-x86_64-linux-gnu.so"),
+    ("cupy_cuda12x-14.2.0-*.whl", "cupy/cuda/thrust.cpython-311-x86_64-linux-gnu.so"),
+])
+def test_cython_facts_of_a_module_on_disk_equal_those_of_its_bytes(corpus, tmp_path, wheel, member):
+    with zipfile.ZipFile(corpus_file(corpus, wheel)) as zf:
+        if member not in zf.namelist():
+            pytest.skip(f"{member} is not in {wheel}")
+        data = zf.read(member)
+    path = tmp_path / member.rsplit("/", 1)[-1]
+    path.write_bytes(data)
+    in_memory = read_image(image_of_bytes(data, member))
+    with map_file(str(path)) as mm:
+        on_disk = read_image(image_of_bytes(mm, member))
+    assert in_memory.is_cython and in_memory.cython
+    assert on_disk == in_memory
+
+
+def test_a_foreign_cython_module_on_disk_is_told_as_in_memory(tmp_path):
+    """An aarch64 Cython module without an ABI marker: its ``cython_runtime`` name was searched with
+    ``in``, which on a file's mapping compares single bytes and found nothing: on disk it passed for
+    no Cython at all, where the same bytes in memory are a Cython module cuaudit cannot read (CU009)."""
+    import struct
+
+    from cuaudit.facts.cython import CythonCapiExtractor
+    from cuaudit.model import InputError
+
+    data = bytearray(elf_with({".text": b"\0" * 64, ".rodata": b"cython_runtime\0__pyx_capi__\0"}))
+    struct.pack_into("<H", data, 18, 183)  # e_machine: AArch64
+    path = tmp_path / "mod.cpython-311-aarch64-linux-gnu.so"
+    path.write_bytes(bytes(data))
+    with pytest.raises(InputError) as in_memory:
+        read_image(image_of_bytes(bytes(data), str(path)))
+    art = resolve([str(path)])[0]
+    with pytest.raises(InputError) as on_disk:
+        CythonCapiExtractor().extract(MemberReader(art, art.members[0]))
+    assert in_memory.value.code == on_disk.value.code == "CU009"
