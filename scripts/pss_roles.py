@@ -5,11 +5,13 @@
     python scripts/pss_roles.py --summary LOG [ROWS]
 
 Runs the command and samples the PSS (``/proc/PID/smaps_rollup``) of it and of every process below
-it every 0.2 s, appending ``time pid ppid MB`` lines to LOG.  ``--summary`` sorts the processes into
+it every 0.2 s, appending ``time pid ppid MB anon-MB`` lines to LOG (the anonymous part: the process's
+own memory; the rest is mapped files, page cache the kernel maps in whole folios around a touched
+byte).  ``--summary`` sorts the processes into
 the parent, the children it started together (the worker pool's, at the first parallel extraction)
 and those it started after the widest gap between two starts, when that gap is over a second (a
-forked family's child); it prints the tree's peak with each group's share at that moment, each
-group's own peak, and ROWS samples over the run (25; 0: none).  Linux only; the PSS of pages shared
+forked family's child); it prints the tree's peak with each group's share at that moment (and its anonymous part), each
+group's own peak, the peak of the anonymous memory alone, and ROWS samples over the run (25; 0: none).  Linux only; the PSS of pages shared
 after a fork is split between the processes that share them.
 """
 
@@ -44,9 +46,9 @@ def record(log: str, cmd: list[str]) -> int:
         while proc.poll() is None:
             t = time.time() - t0
             for pid, ppid in _tree(proc.pid):
-                kb = _pss_kb(pid)[0]
+                kb, anon = _pss_kb(pid)
                 if kb:  # 0: gone meanwhile
-                    out.write(f"{t:.2f} {pid} {ppid} {kb // 1024}\n")
+                    out.write(f"{t:.2f} {pid} {ppid} {kb // 1024} {anon // 1024}\n")
             time.sleep(0.2)
     return proc.returncode
 
@@ -54,10 +56,12 @@ def record(log: str, cmd: list[str]) -> int:
 def summary(log: str, rows_shown: int = 25) -> None:
     rows = [line.split() for line in open(log)]
     samples: dict[float, dict[int, int]] = collections.defaultdict(dict)
+    anons: dict[float, dict[int, int]] = collections.defaultdict(dict)
     first: dict[int, float] = {}
     parent_of: dict[int, int] = {}
-    for t, pid, ppid, mb in rows:
+    for t, pid, ppid, mb, *anon in rows:  # logs written before the anonymous column have none
         samples[float(t)][int(pid)] = int(mb)
+        anons[float(t)][int(pid)] = int(anon[0]) if anon else int(mb)
         first.setdefault(int(pid), float(t))
         parent_of[int(pid)] = int(ppid)
     root = next(p for p, pp in parent_of.items() if pp == 0)
@@ -81,7 +85,9 @@ def summary(log: str, rows_shown: int = 25) -> None:
 
     t_peak, at_peak = max(samples.items(), key=lambda kv: sum(kv[1].values()))
     print(f"tree peak {sum(at_peak.values())} MB at {t_peak:.1f} s: {groups(at_peak)}"
-          f" ({sum(1 for p in at_peak if role[p] == 'workers')} workers)")
+          f" ({sum(1 for p in at_peak if role[p] == 'workers')} workers); anonymous then: {groups(anons[t_peak])}")
+    t_anon, anon_peak = max(anons.items(), key=lambda kv: sum(kv[1].values()))
+    print(f"anonymous peak {sum(anon_peak.values())} MB at {t_anon:.1f} s: {groups(anon_peak)}")
     own: dict[str, int] = collections.Counter()
     for at in samples.values():
         for name, mb in groups(at).items():
