@@ -16,8 +16,8 @@ import struct
 from dataclasses import dataclass, field
 from bisect import bisect_left, bisect_right
 from itertools import compress
-from typing import Any
 from operator import itemgetter
+from typing import Any
 
 from cuaudit.formats.elf import EM_X86_64, SHT_NOBITS, ElfImage
 from cuaudit.model import InputError
@@ -243,7 +243,8 @@ def _without_device_code(elf: ElfImage, mapped: Any) -> Any:
     size = len(mapped)
     skip = sorted((s.offset, min(s.offset + s.size, size)) for s in elf.sections()
                   if s.name in FATBIN_SECTIONS and s.type != SHT_NOBITS and s.offset < size)
-    out = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)  # private: a read of an untouched page maps the zero page (shared memory would allocate it)
+    # private: a read of an untouched page maps the zero page (a shared mapping would allocate it)
+    out = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)
     keep, pos = [], 0
     for start, end in skip:
         if start > pos:
