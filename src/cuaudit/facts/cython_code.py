@@ -241,8 +241,10 @@ def _without_device_code(elf: ElfImage, mapped: Any) -> Any:
     from cuaudit.facts.fatbin import FATBIN_SECTIONS
 
     size = len(mapped)
-    skip = sorted((s.offset, min(s.offset + s.size, size)) for s in elf.sections()
-                  if s.name in FATBIN_SECTIONS and s.type != SHT_NOBITS and s.offset < size)
+    # only a section that lies within the file is left out: one that claims more bytes than the file
+    # has (CU005 for the device-code listing) leaves out nothing, as the bytes in memory do not
+    skip = sorted((s.offset, s.offset + s.size) for s in elf.sections()
+                  if s.name in FATBIN_SECTIONS and s.type != SHT_NOBITS and s.offset + s.size <= size)
     # private: a read of an untouched page maps the zero page (a shared mapping would allocate it)
     out = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)
     keep, pos = [], 0

@@ -44,12 +44,12 @@ from __future__ import annotations
 import dataclasses
 import io
 import os
-import stat
 import struct
 from dataclasses import dataclass
 from typing import IO, Iterable, Iterator, Sequence
 
 from cuaudit.facts import Extractor, InputError, MemberReader
+from cuaudit.inputs.artifact import open_regular
 from cuaudit.inputs.budgets import budget
 from cuaudit.formats.elf import SHT_NOBITS, ElfImage, Section, image_of_bytes, image_of_stream, map_file, random_access
 from cuaudit.model import Member, MemberKind
@@ -206,8 +206,10 @@ def _valid_entry_header(buf: bytes | memoryview, pos: int, end: int) -> bool:
     return kind in _KINDS and hsize >= _ENTRY.size and hsize <= 4096 and pos + hsize + payload <= end
 
 
-def parse_fatbin(buf: bytes | memoryview, start: int, end: int, section: str, base: int = 0) -> tuple[list[FatbinEntry], int, list[str]]:
-    """Entries of the containers laid end to end in ``buf[start:end]``.
+def parse_fatbin(buf: "bytes | memoryview | _FileWindows", start: int, end: int, section: str,
+                 base: int = 0) -> tuple[list[FatbinEntry], int, list[str]]:
+    """Entries of the containers laid end to end in ``buf[start:end]`` (bytes, a mapping, or a file
+    read with ``pread``: each header is sliced out of it, nothing else is read).
 
     ``base`` is the file offset of ``buf[0]``.  Returns (entries, containers, notes).
     """
@@ -325,16 +327,11 @@ class _FileWindows:
     @classmethod
     def of(cls, path: str, size: int) -> "_FileWindows | None":
         """The file at ``path`` if it is still a regular file of ``size`` bytes (what was mapped), else None."""
-        try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-        except (OSError, ValueError):
+        opened = open_regular(path)
+        if opened is None:
             return None
-        try:
-            st = os.fstat(fd)
-        except OSError:
-            os.close(fd)
-            return None
-        if not stat.S_ISREG(st.st_mode) or st.st_size != size:
+        fd, st = opened
+        if st.st_size != size:
             os.close(fd)
             return None
         return cls(fd)

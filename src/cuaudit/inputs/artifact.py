@@ -82,8 +82,9 @@ def identity_key(identity: str, path: str = "") -> str:
     return f"stat:{identity}:{key_text(path)}"
 
 
-def read_regular(path: str, limit: int = 1 << 20) -> bytes | None:
-    """Up to ``limit`` bytes of the regular file at ``path``; None for anything else or an error.
+def open_regular(path: str) -> tuple[int, os.stat_result] | None:
+    """A read-only descriptor of the regular file at ``path`` and its ``stat``; None for anything
+    else or an error (the caller closes the descriptor).
 
     Opened without blocking and checked on the open descriptor: a FIFO named
     ``METADATA`` or ``x.pth`` would block a plain ``open`` forever, and a
@@ -94,8 +95,23 @@ def read_regular(path: str, limit: int = 1 << 20) -> bytes | None:
     except (OSError, ValueError):
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
+        st = os.fstat(fd)
+    except OSError:
+        st = None
+    if st is None or not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        return None
+    return fd, st
+
+
+def read_regular(path: str, limit: int = 1 << 20) -> bytes | None:
+    """Up to ``limit`` bytes of the regular file at ``path``; None for anything else or an error
+    (:func:`open_regular`)."""
+    opened = open_regular(path)
+    if opened is None:
+        return None
+    fd = opened[0]
+    try:
         with os.fdopen(fd, "rb", closefd=False) as fh:
             return fh.read(limit)
     except OSError:
