@@ -221,6 +221,38 @@ def test_runner_alternates_and_reports_failures_and_missing_tools(tmp_path: Path
     assert rows[2][2] == "failed" and rows[3][2] == "n/a"
 
 
+def _timed(role: str, label: str, walls: list[float], case: str = "c") -> "harness.CmdResult":
+    return harness.CmdResult(role, label, [], [harness.Sample(w, 10.0, 10.0, 0, None, w) for w in walls],
+                             rounds_of=case)
+
+
+def test_ratio_targets_say_when_the_rounds_split() -> None:
+    """A ratio target is judged on the medians, and its figure and status also give each round's
+    ratio (run i of each command sits in round i of the alternation): a verdict the rounds do not
+    all share says so, one they share stays plain, and commands timed in different cases' rounds
+    are not paired."""
+    case = harness.Case("c", "c", {}, cuaudit=harness.Cmd("cu", ("x",)))
+
+    def targets(cu: list[float], peer: list[float], floor: list[float], *, peer_case: str = "c") -> list[dict]:
+        result = harness.CaseResult(case, commands=[
+            _timed("cuaudit", "cu", cu), _timed("peer", "auditwheel show", peer, peer_case), _timed("floor", "f", floor)])
+        object.__setattr__(case, "targets", (harness.Target("speedup", 3, "auditwheel"), harness.Target("over_floor", 1)))
+        return result.targets()
+
+    # rounds: auditwheel/cuaudit 3.2, 2.9, 3.1 (median 3.1: met); cuaudit/floor 1.1, 0.9, 1.02 (median 1.02: missed)
+    split = targets([1.0, 1.0, 1.0], [3.2, 2.9, 3.1], [1 / 1.1, 1 / 0.9, 1 / 1.02])
+    assert [t["status"] for t in split] == ["met (2 of 3 rounds met)", "MISSED (1 of 3 rounds met)"]
+    assert split[0]["measured"] == "3.10× (rounds 2.90-3.20×)"
+    assert split[1]["measured"] == "1.02× floor (rounds 0.90-1.10×)"
+    # every round agrees: the plain verdict, with the range
+    firm = targets([1.0, 1.0, 1.0], [3.5, 3.3, 3.4], [0.5, 0.5, 0.5])
+    assert [t["status"] for t in firm] == ["met", "MISSED"]
+    assert firm[0]["measured"] == "3.40× (rounds 3.30-3.50×)"
+    # a peer timed in another case's rounds (a command two cases share): medians only
+    other = targets([1.0, 1.0, 1.0], [3.2, 2.9, 3.1], [1.0, 1.0, 1.0], peer_case="other")
+    assert other[0] == {"target": "≥ 3× faster than auditwheel", "status": "met", "measured": "3.10×"}
+
+
 def test_two_variable_fit_separates_per_mb_and_per_file_costs() -> None:
     mb, files = [1, 10, 100, 5, 50], [100, 20, 1000, 3000, 7]
     a, b, c, r2 = harness.linear_fit2(mb, files, [0.2 + 0.01 * x + 0.003 * z for x, z in zip(mb, files)])
