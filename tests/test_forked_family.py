@@ -350,30 +350,74 @@ def test_the_parent_stops_idle_workers_while_the_child_computes(tmp_path, forks,
     assert _report(report)[0] == _report(serial)[0]
 
 
+class _IdleExtraction:
+    """What RuleRun._let_idle_workers_go reads of an extraction: idle workers, the pending keys."""
+
+    def __init__(self, pending: list[tuple[int, str, str]], named: tuple = ()) -> None:
+        self.facts = type("F", (), {"pending": dict.fromkeys(pending), "named_ahead": set(named)})()
+        self.stopped = 0
+
+    def workers_running(self) -> bool:
+        return not self.stopped
+
+    def workers_idle(self) -> bool:
+        return True
+
+    def stop_workers(self) -> None:
+        self.stopped += 1
+
+
+def _reader(needs: tuple[str, ...], ahead_reads: tuple[str, ...] = ()) -> object:
+    return type("R", (), {"needs": needs, "ahead_reads": ahead_reads})()
+
+
+def _idle_run(ex: _IdleExtraction, *later: object) -> rule_run.RuleRun:
+    run = object.__new__(rule_run.RuleRun)
+    run._extraction = ex
+    run.runnable = [_reader(("elf",)), *later]
+    return run
+
+
 def test_idle_workers_stay_while_a_later_rule_reads_facts_still_to_extract():
     # CU202's import walks read module_imports on demand after the import family is forked: a pool
     # stopped before them would be started again (16 forks of the parent on the GPU machine)
-    class Extraction:
-        def __init__(self) -> None:
-            self.facts = type("F", (), {"pending": {(0, "pkg/a.py", "module_imports"): None}})()
-            self.stopped = 0
-
-        def workers_idle(self) -> bool:
-            return True
-
-        def stop_workers(self) -> None:
-            self.stopped += 1
-
-    run = object.__new__(rule_run.RuleRun)
-    run._extraction = ex = Extraction()
-    run._needed_after = [{"module_imports", "elf"}, {"elf"}]
+    ex = _IdleExtraction([(0, "pkg/a.py", "module_imports")])
+    run = _idle_run(ex, _reader(("module_imports", "elf")), _reader(("elf",)))
     run._let_idle_workers_go(0)
     assert ex.stopped == 0  # a later rule reads module_imports, one still pending
     run._let_idle_workers_go(1)
     assert ex.stopped == 1  # no later rule reads a pending fact
-    ex.facts.pending.clear()
-    run._let_idle_workers_go(0)
-    assert ex.stopped == 2
+    run._let_idle_workers_go(2)
+    assert ex.stopped == 1  # a pool stopped is not stopped again
+    ex = _IdleExtraction([])
+    _idle_run(ex, _reader(("module_imports",)))._let_idle_workers_go(0)
+    assert ex.stopped == 1  # nothing pending
+
+
+def test_idle_workers_go_when_later_rules_read_only_what_they_named_ahead():
+    # CU4xx reads the promotion_source facts its ahead hook named; those of installed tests stay
+    # pending for ever: on the GPU machine they kept 16 idle workers (920 MB) beside the forked
+    # child to the last CU4xx rule, the tree's peak
+    tests = (0, "pkg/tests/test_a.py", "promotion_source")
+    named = (0, "pkg/a.py", "promotion_source")
+    cu4 = _reader(("promotion_source", "metadata"), ahead_reads=("promotion_source",))
+    ex = _IdleExtraction([tests])
+    _idle_run(ex, cu4)._let_idle_workers_go(0)
+    assert ex.stopped == 1  # never named: no later rule reads it
+    ex = _IdleExtraction([tests, named], named=[named])
+    _idle_run(ex, cu4)._let_idle_workers_go(0)
+    assert ex.stopped == 0  # named ahead and not in yet: CU4xx reads it
+    # another later reader of the same extractor that names nothing ahead reads any of them
+    ex = _IdleExtraction([tests])
+    _idle_run(ex, cu4, _reader(("promotion_source",)))._let_idle_workers_go(0)
+    assert ex.stopped == 0
+
+
+def test_facts_named_ahead_are_the_pending_ones():
+    facts = extraction.Facts()
+    facts.pending = {(0, "a.py", "promotion_source"): None}
+    facts.ahead([(0, "a.py", "promotion_source"), (0, "b.py", "promotion_source")])
+    assert facts.named_ahead == {(0, "a.py", "promotion_source")}
 
 
 def test_workers_are_idle_only_when_nothing_is_held_unsent_or_still_out():

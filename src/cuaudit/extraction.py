@@ -134,6 +134,9 @@ class Facts(dict):
         #: keys an extraction in stages has still to collect (``Extraction._extract``): reading one
         #: is a rule reading a fact it does not name in ``needs``, an error rather than a silent None
         self.coming: set[tuple[int, str, str]] = set()
+        #: keys a rule's ``ahead`` hook named while pending (:meth:`ahead`): what a rule that reads
+        #: only those (``Rule.ahead_reads``) will read, where they are still pending
+        self.named_ahead: set[tuple[int, str, str]] = set()
 
     def get(self, key: Any, default: Any = None) -> Any:
         value = dict.get(self, key, _ABSENT)
@@ -178,8 +181,10 @@ class Facts(dict):
     def ahead(self, keys: Iterable[tuple[int, str, str]]) -> None:
         """Have the pending ones of ``keys`` extracted when the workers would otherwise wait for the
         parent (``later``); they are read as any other (:meth:`get` waits for them)."""
+        named = [k for k in keys if k in self.pending]
+        self.named_ahead.update(named)
         if self.later is not None:
-            self.later([k for k in keys if k in self.pending])
+            self.later(named)
 
     def prefetch(self, keys: Iterable[tuple[int, str, str]]) -> None:
         """Extract the pending ones of ``keys`` at once (in parallel when they are many)."""
@@ -649,6 +654,10 @@ class Extraction:
         sent, until :meth:`settle`), stages coming or held back."""
         feeder = self._feeder
         return bool(self.facts.inflight or self.facts.coming or (feeder is not None and feeder.held))
+
+    def workers_running(self) -> bool:
+        """Whether a worker pool runs (started at the first parallel extraction, until :meth:`stop_workers`)."""
+        return self._pool is not None
 
     def workers_idle(self) -> bool:
         """Whether the workers have nothing left to do, though the parent may not have collected it

@@ -72,6 +72,10 @@ class Rule:
     #: names of the extractors whose facts the rule reads; the engine only
     #: extracts what the selected rules need.
     needs: ClassVar[tuple[str, ...]] = ()
+    #: on-demand extractors of ``needs`` whose facts :meth:`check` reads only where :meth:`ahead`
+    #: named them: once those are in, the facts of these extractors still pending (never named)
+    #: keep no worker waiting for this rule (``RuleRun._let_idle_workers_go``)
+    ahead_reads: ClassVar[tuple[str, ...]] = ()
     #: rules that only report problems found by inputs/extractors (CU0xx)
     emitted_by_engine: ClassVar[bool] = False
     #: configuration the rule reads, as "<family>.<option>" or "allow.<list>" (its doc's Options section)

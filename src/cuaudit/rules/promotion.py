@@ -198,6 +198,8 @@ class _SourceRule(Rule):
     """Base of the static CU4xx rules (no code: not registered)."""
 
     needs = ("promotion_source", "promotion_requirements", "metadata")
+    # what facts() reads is what ahead() names: the same memo of the family
+    ahead_reads = ("promotion_source",)
 
     @staticmethod
     def _wanted(ctx: "RuleContext") -> list[tuple[Any, Any]]:
