@@ -8,9 +8,12 @@ used to take all of it into the worker that read the file:
   ``libtorch_cuda.so`` grew the process by 164-780 MB whose bytes it never looked at.  The headers
   are now read with ``pread`` (``fatbin._FileWindows``): the tests count those reads, since how much
   a mapping would have brought in depends on the kernel and on the page cache;
-- the Cython C-API reader copied the whole file into a bytes object (+167 MB for ``thrust``).
-  It now reads a private anonymous mapping holding every byte but the fat-binary sections', which
-  stay untouched zero pages (``cython_code._without_device_code``).
+- the Cython C-API reader copied the whole file into a bytes object (+167 MB for ``thrust``), then
+  into a private anonymous mapping without the fat-binary sections (still the size of a large
+  extension module without device code in each worker: 16 workers reading such modules at once
+  were the GPU machine's peak).  It now reads the file's mapping where it looks, and its searches
+  of the whole file (the Cython markers) go a piece at a time, each piece's pages let go, the
+  fat-binary sections read as zeros without being read (``cython_code.scan_markers``).
 
 Each test checks that the result is the same as reading the bytes in memory, and that the memory
 is not taken.
@@ -30,7 +33,8 @@ from devicecode_bytes import container, elf_with, entry
 from cuaudit.facts import MemberReader
 from cuaudit.facts import fatbin as fatbin_mod
 from cuaudit.facts.cython import read_image
-from cuaudit.facts.cython_code import _Image, _without_device_code, contains
+from cuaudit.facts import cython_code
+from cuaudit.facts.cython_code import MARKERS, _Image, scan_markers
 from cuaudit.facts.fatbin import FatbinExtractor, read_device_code, read_path
 from cuaudit.formats.elf import image_of_bytes, map_file
 from cuaudit.inputs import resolve
@@ -134,7 +138,7 @@ def test_a_module_whose_device_code_lies_past_its_end_is_read_whole_as_in_memory
     lib.write_bytes(bytes(data))
     with map_file(str(lib)) as mm:
         mapped = image_of_bytes(mm, str(lib))
-        assert _without_device_code(mapped, mm)[:] == bytes(data)
+        assert scan_markers(mapped, mm) == scan_markers(elf, bytes(data))  # the device code read, not zeros
         assert read_image(mapped) == read_image(image_of_bytes(bytes(data), str(lib)))
     art = resolve([str(lib)])[0]
     with pytest.raises(InputError) as err:
@@ -142,35 +146,81 @@ def test_a_module_whose_device_code_lies_past_its_end_is_read_whole_as_in_memory
     assert err.value.code == "CU005"
 
 
-def test_a_mapped_module_keeps_every_byte_but_its_device_code(tmp_path):
+def test_a_mapped_module_is_read_in_place_and_searched_without_its_device_code(tmp_path):
     lib = tmp_path / "mod.cpython-311-x86_64-linux-gnu.so"
     data = _library(lib, big=1 << 20)
     with map_file(str(lib)) as mm:
         elf = image_of_bytes(mm, str(lib))
-        copy = _without_device_code(elf, mm)
+        image = _Image(elf)
+        assert image.data is mm  # no copy: the readers read the file's pages where they look
         fat = elf.section(".nv_fatbin")
-        assert len(copy) == len(data)
-        assert copy[: fat.offset] == data[: fat.offset]
-        assert copy[fat.offset + fat.size :] == data[fat.offset + fat.size :]
-        assert copy[fat.offset : fat.offset + fat.size] == bytes(fat.size)
-        # what the readers ask of it, a mapping answers as bytes do
-        assert contains(copy, b"cython_runtime\0") and contains(data, b"cython_runtime\0")
-        assert not contains(copy, b"\1" * 64) and contains(data, b"\1" * 64)  # (only in the device code)
-        assert copy.find(b"_cython_3_0_11") == data.find(b"_cython_3_0_11")
-        assert isinstance(_Image(elf).data, type(copy))
-    assert isinstance(_Image(image_of_bytes(data, str(lib))).data, bytes)  # bytes in memory stay as they are
+        assert image.data[fat.offset : fat.offset + 64] == data[fat.offset : fat.offset + 64]
+        # the whole-file searches read the device code as zeros, as the copy of the file held it
+        zeroed = data[: fat.offset] + bytes(fat.size) + data[fat.offset + fat.size :]
+        assert image.markers() == scan_markers(elf, zeroed)
+        assert image.markers().abi == (b"3", b"0", b"11", None, None)
+        assert image.has(b"cython_runtime\0") and not image.has(b"__pyx_capi__")
+    assert _Image(image_of_bytes(data, str(lib))).data == data  # bytes in memory stay as they are
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as fh:
+        d = dict(line.split(":", 1) for line in fh)
+    return sum(int(d[k].split()[0]) for k in ("RssAnon", "RssFile", "RssShmem") if k in d) / 1024
 
 
 @linux_only
-def test_reading_a_mapped_module_takes_no_memory_for_its_device_code(tmp_path):
+@pytest.mark.parametrize("device_code", [True, False])
+def test_searching_a_mapped_module_leaves_its_pages_out_of_the_process(tmp_path, device_code):
+    """A module of 48 MB, device code or host code (a large extension module without any, such as
+    OpenCV's): the markers are found, and the process does not keep the file's pages (neither
+    anonymous nor mapped)."""
     lib = tmp_path / "mod.cpython-311-x86_64-linux-gnu.so"
-    _library(lib, big=BIG)
+    if device_code:
+        _library(lib, big=BIG)
+    else:
+        code = bytes(range(256)) * (BIG // 256)  # code-like: a NUL here and there
+        lib.write_bytes(elf_with({".text": code + b"\0cython_runtime\0", ".rodata": b"_cython_3_0_11\0"}))
     with map_file(str(lib)) as mm:
-        before = _resident_mb("RssAnon", "RssShmem")
+        before = _rss_mb()
         image = _Image(image_of_bytes(mm, str(lib)))
-        assert not contains(image.data, b"__pyx_capi__\0")  # a search reads every page, device code included
-        grown = _resident_mb("RssAnon", "RssShmem") - before
-        assert grown < BIG / 1024**2 / 4, f"{grown:.0f} MB taken reading a module of {BIG >> 20} MB of device code"
+        assert image.has(b"cython_runtime\0") and image.markers().abi == (b"3", b"0", b"11", None, None)
+        grown = _rss_mb() - before
+        assert grown < BIG / 1024**2 / 4, f"{grown:.0f} MB kept searching a module of {BIG >> 20} MB"
+
+
+_NEEDLES = (*MARKERS, b"_cython_3_2_0b1\0", b"_cython_0_29_36\0", b"_cython_12_3_4rc5\0")
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_markers_found_piece_by_piece_are_those_of_the_whole_file(tmp_path, monkeypatch, seed):
+    """Tiny pieces (16 bytes) over random layouts: markers across any cut, stretches without a NUL
+    longer than a piece, one ending right where a fat-binary section (read as zeros) begins; the
+    file's mapping, searched a piece at a time, says what its bytes with zeros there say whole."""
+    import random
+
+    rnd = random.Random(seed)
+    monkeypatch.setattr(cython_code, "_SCAN_PIECE", 16)
+
+    def junk() -> bytes:
+        return bytes(rnd.choice(b"_abcpyx0123\0\x90") for _ in range(rnd.randrange(0, 40)))
+
+    def part() -> bytes:
+        return b"".join(junk() + (rnd.choice(_NEEDLES) if rnd.random() < 0.5 else b"") for _ in range(rnd.randrange(1, 6)))
+
+    needle = rnd.choice(_NEEDLES)
+    before_fat = part() + needle.rstrip(b"\0")  # a name whose NUL is the device code's first zero
+    fat = container(entry(2, 80, payload=rnd.choice(_NEEDLES) * 3))  # markers inside: read as zeros
+    data = elf_with({".text": part(), ".rodata": before_fat, ".nv_fatbin": fat, ".data": part()})
+    lib = tmp_path / "mod.cpython-311-x86_64-linux-gnu.so"
+    lib.write_bytes(data)
+    with map_file(str(lib)) as mm:
+        elf = image_of_bytes(mm, str(lib))
+        s = elf.section(".nv_fatbin")
+        zeroed = data[: s.offset] + bytes(s.size) + data[s.offset + s.size :]
+        assert scan_markers(elf, mm) == scan_markers(elf, zeroed)
+        if needle.endswith(b"\0"):
+            assert needle in scan_markers(elf, mm).found or needle.startswith(b"_cython_")
 
 
 @pytest.mark.parametrize("wheel, member", [

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from cuaudit.facts import Extractor, MemberReader, WithProblems
 from cuaudit.facts import cython_blob
 from cuaudit.facts.cython_code import (  # noqa: F401 - the records are part of this module's facts
-    CHECK_SIZE, CExport, CImport, TypeDef, TypeImport, _Image, _IMPORTED, _prime_calls, _Tracker, contains,
+    CHECK_SIZE, CExport, CImport, TypeDef, TypeImport, _Image, _IMPORTED, _prime_calls, _Tracker, scan_markers,
 )
 from cuaudit.facts.cython_tables import (
     _python_name_used, _read_exports, _read_imports, _read_typedefs, _reexport_candidates,
@@ -96,7 +96,6 @@ def module_name_for(path: str) -> str:
 
 # -- the extractor ------------------------------------------------------------------------
 
-_ABI = re.compile(rb"_cython_(\d+)_(\d+)_(\d+)(?:([abr]|rc)(\d+))?\x00")
 
 
 class CythonCapiExtractor(Extractor):
@@ -144,8 +143,8 @@ def read_image(elf: ElfImage) -> CythonModule:
     """The C-API facts of one extension module's ELF image."""
     path = elf.path
     if not elf.is_x86_64:
-        data = elf.whole()
-        if not (_ABI.search(data) or contains(data, b"cython_runtime") or contains(data, b"__pyx_")):
+        foreign = scan_markers(elf, elf.whole())
+        if not (foreign.abi or {b"cython_runtime", b"__pyx_"} & foreign.found):
             # another machine, and not Cython either: nothing to say (CU009 is for Cython modules)
             return CythonModule(module=module_name_for(path), cython="", is_cython=False)
     if not _exports_module_init(elf):
@@ -154,28 +153,27 @@ def read_image(elf: ElfImage) -> CythonModule:
         # xla_cuda_plugin.so took a worker to 875 MB and 2.2 s)
         return CythonModule(module=module_name_for(path), cython="", is_cython=False)
     image = _Image(elf)
-    data = image.data
     # Not Cython (no ABI marker, no capi name): nothing to say, and nothing to read further.
-    abi = _ABI.search(data)
-    has_capi_name = contains(data, b"__pyx_capi__\x00")
+    abi = image.markers().abi
+    has_capi_name = image.has(b"__pyx_capi__\x00")
     cython = ""
     if abi:
-        cython = ".".join(g.decode() for g in abi.groups()[:3])
-        if abi.group(4):
-            cython += abi.group(4).decode() + abi.group(5).decode()
+        cython = ".".join(g.decode() for g in abi[:3])  # type: ignore[union-attr]
+        if abi[3]:
+            cython += abi[3].decode() + abi[4].decode()  # type: ignore[union-attr]
     else:
         # No ABI marker (a module without extension types): a Cython 3.2+ module keeps
         # its names in a compressed blob.
         imported = image.imported_functions(_IMPORTED)
         _prime_calls(image, imported)
         located = cython_blob.locate(image, _Tracker(image), imported)
-        if located and (b"cython_runtime" in located[1] or b"__pyx_capi__" in located[1] or contains(data, b"cython_runtime\x00")):
+        if located and (b"cython_runtime" in located[1] or b"__pyx_capi__" in located[1] or image.has(b"cython_runtime\x00")):
             cython = "3.2+"
         elif has_capi_name:
             pass  # Cython up to 3.1 without an ABI marker
-        elif not contains(data, b"cython_runtime\x00") and not contains(data, b"__pyx_"):
+        elif not image.has(b"cython_runtime\x00") and not image.has(b"__pyx_"):
             return CythonModule(module=module_name_for(path), cython="", is_cython=False)
-        elif contains(data, b"__pyx_capi__"):
+        elif image.has(b"__pyx_capi__"):
             # the name inside an uncompressed 3.2+ string table: not read
             return CythonModule(module=module_name_for(path), cython="3.2+", has_capi=True,
                                 unresolved=("uncompressed Cython 3.2+ string table: C-API not read",))

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from bisect import bisect_left, bisect_right
 from itertools import compress
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from cuaudit.formats.elf import EM_X86_64, SHT_NOBITS, ElfImage
 from cuaudit.model import InputError
@@ -90,10 +90,22 @@ class _Image:
         self.elf = elf
         self.path = path
         elf.sections()  # a section table that does not parse is CU005 here, before any code is read
-        data = elf.whole()
-        #: the file's bytes at their offsets; test for a string with ``contains`` (``in`` does not
-        #: search a mapping)
-        self.data = data if isinstance(data, bytes) else _without_device_code(elf, data)
+        #: the file's bytes at their offsets: bytes in memory, or the file's read-only mapping, whose
+        #: pages are read where the readers look (code around call sites, strings, tables).  Whether
+        #: a string lies anywhere in the file is :meth:`has` (``in`` does not search a mapping)
+        self.data = elf.whole()
+        self._markers: Markers | None = None
+
+    def markers(self) -> "Markers":
+        """What the whole-file tests ask, found in one pass (:func:`scan_markers`)."""
+        if self._markers is None:
+            self._markers = scan_markers(self.elf, self.data)
+        return self._markers
+
+    def has(self, needle: bytes) -> bool:
+        """Whether one of :data:`MARKERS` lies anywhere in the file (a fat-binary section of a file on
+        disk reads as zeros: see :func:`scan_markers`)."""
+        return needle in self.markers().found
 
     def offset(self, vaddr: int) -> int | None:
         return self.elf.offset_of(vaddr)
@@ -222,42 +234,90 @@ def contains(data: Any, needle: bytes) -> bool:
     return data.find(needle) >= 0
 
 
-#: a copy goes through pieces of this size (the temporary bytes of a slice)
-_COPY_PIECE = 16 * 1024**2
+#: the Cython ABI marker (``_cython_3_0_11``): its first occurrence in a file names the Cython release
+ABI_MARKER = re.compile(rb"_cython_(\d+)_(\d+)_(\d+)(?:([abr]|rc)(\d+))?\x00")
+#: the strings the readers look for anywhere in a module's file (``_Image.has``).  Like the ABI
+#: marker, each holds no NUL byte but a last one: no occurrence spans a NUL (see scan_markers)
+MARKERS = (b"__pyx_capi__\x00", b"cython_runtime\x00", b"__pyx_capi__", b"cython_runtime", b"__pyx_")
 
 
-def _without_device_code(elf: ElfImage, mapped: Any) -> Any:
-    """A file's bytes for the readers, from its mapping: a private anonymous mapping of the same size
-    with every byte but those of the fat-binary sections, which are left as zeros never written.
+class Markers(NamedTuple):
+    """What one pass over a module's file found: the ABI marker's groups (its first occurrence),
+    and which of :data:`MARKERS` occur."""
 
-    The readers want the whole file at its offsets (code, strings, tables; a whole-file search for
-    the ABI marker), never the device code, which is most of a CUDA module (72 of cupy's
-    ``thrust`` module's 79 MB): a bytes copy of the file cost a worker its size twice over, the copy
-    and the mapped pages it was read from (+167 MB for ``thrust``).  Untouched anonymous pages cost
-    nothing, read or not.
+    abi: tuple[bytes | None, ...] | None
+    found: frozenset[bytes]
+
+
+#: a file on disk is searched this many bytes at a time (and up to the next NUL byte)
+_SCAN_PIECE = 8 * 1024**2
+
+
+def scan_markers(elf: ElfImage, data: Any) -> Markers:
+    """The ABI marker and :data:`MARKERS` in a module's bytes (``data``: bytes, or the file's mapping).
+
+    Bytes in memory are searched as they are.  A file on disk is searched a piece at a time, each
+    piece's pages let go once searched (``MADV_DONTNEED``): its whole-file searches mapped every
+    page into the worker (a copy of the file before; 16 workers reading large extension modules at
+    once were the GPU machine's peak), and its fat-binary sections, most of a CUDA module, read as
+    zeros without being read at all (72 of cupy's ``thrust`` module's 79 MB), as the copy held them.
+    Pieces end just after a NUL byte: no occurrence of the marker or of the strings holds a NUL but
+    as its last byte, so none spans two pieces; a piece before a fat-binary section ends with one
+    NUL of its zeros.  A stretch with no NUL at all is searched whole.
     """
+    if isinstance(data, (bytes, bytearray)):
+        abi = ABI_MARKER.search(data)
+        return Markers(abi.groups() if abi else None, frozenset(n for n in MARKERS if n in data))
     import mmap
 
     from cuaudit.facts.fatbin import FATBIN_SECTIONS
 
-    size = len(mapped)
-    # only a section that lies within the file is left out: one that claims more bytes than the file
-    # has (CU005 for the device-code listing) leaves out nothing, as the bytes in memory do not
+    size = len(data)
+    # only a section that lies within the file reads as zeros: one that claims more bytes than the
+    # file has (CU005 for the device-code listing) leaves out nothing, as the bytes in memory do not
     skip = sorted((s.offset, s.offset + s.size) for s in elf.sections()
                   if s.name in FATBIN_SECTIONS and s.type != SHT_NOBITS and s.offset + s.size <= size)
-    # private: a read of an untouched page maps the zero page (a shared mapping would allocate it)
-    out = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE)
     keep, pos = [], 0
     for start, end in skip:
         if start > pos:
-            keep.append((pos, start))
+            keep.append((pos, start, True))
         pos = max(pos, end)
-    keep.append((pos, size))
-    for start, end in keep:
-        for at in range(start, end, _COPY_PIECE):
-            stop = min(at + _COPY_PIECE, end)
-            out[at:stop] = mapped[at:stop]
-    return out
+    keep.append((pos, size, False))
+    let_go = getattr(data, "madvise", None) if hasattr(mmap, "MADV_DONTNEED") else None
+    abi: tuple[bytes | None, ...] | None = None
+    found: set[bytes] = set()
+    for start, end, zeros_after in keep:
+        at = start
+        while at < end:
+            stop = min(at + _SCAN_PIECE, end)
+            piece = data[at:stop]
+            cut = piece.rfind(b"\x00")
+            while cut < 0 and stop < end:  # no NUL yet: the stretch goes on
+                more = data[stop:min(stop + _SCAN_PIECE, end)]
+                j = more.rfind(b"\x00")
+                if j >= 0:
+                    cut = len(piece) + j
+                piece += more
+                stop += len(more)
+            if stop < end:  # (here cut >= 0) the rest of the range from the byte after that NUL
+                piece, stop = piece[:cut + 1], at + cut + 1
+            if stop == end and zeros_after:
+                piece += b"\x00"
+            if abi is None:
+                m = ABI_MARKER.search(piece)
+                if m:
+                    abi = m.groups()
+            found.update(n for n in MARKERS if n not in found and n in piece)
+            if let_go is not None:
+                page = mmap.PAGESIZE
+                lo, hi = at - at % page, stop - stop % page
+                if hi > lo:
+                    try:
+                        let_go(mmap.MADV_DONTNEED, lo, hi - lo)
+                    except (OSError, ValueError):
+                        let_go = None
+            at = stop
+    return Markers(abi, frozenset(found))
 
 
 class _Tracker:

@@ -14,7 +14,7 @@ import re
 import struct
 
 from cuaudit.facts.cython_code import (
-    CHECK_SIZE, CallSite, CExport, CImport, TypeDef, TypeImport, _call_sites, _function_of, _IDENT, _Image, contains,
+    CHECK_SIZE, CallSite, CExport, CImport, TypeDef, TypeImport, _call_sites, _function_of, _IDENT, _Image,
     _looks_like_signature, _scan_runs, _str, _Tracker,
 )
 
@@ -289,7 +289,7 @@ def _read_exports(image: _Image, tracker: _Tracker, imported, unnamed: list[str]
     notes: list[str] = []
     if not sites:
         return exports, False, notes
-    has_capi = contains(image.data, b"__pyx_capi__\x00")
+    has_capi = image.has(b"__pyx_capi__\x00")
     helpers, inline_sites = _export_helpers(image, tracker, sites)
     constprop: dict[int, str] = {}
     # Exports through a helper: every call to it passes (name, pointer, signature).
