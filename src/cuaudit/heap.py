@@ -95,16 +95,18 @@ def fewer_full_collections() -> Iterator[None]:
         gc.set_threshold(*saved)
 
 
-def give_back_free_memory() -> None:
+def give_back_free_memory(*, always: bool = False) -> None:
     """Return the C heap's free pages to the system (glibc ``malloc_trim``; elsewhere nothing).
 
     What a family of rules built and let go (the package model of an environment, the import-time
     programs it decoded) sits in freed heap pages the allocator keeps: the resident memory of the
     process never goes down, and the facts read afterwards only add to it.  Handing those pages
     back after each family makes room for the rest of the audit (see ``RuleContext.release``).
+
+    ``always``: whatever the process's size (a worker after each chunk: see ``workers.extract_forked``).
     """
     global _trim
-    if _resident_kb() < _TRIM_FROM_KB:
+    if not always and _resident_kb() < _TRIM_FROM_KB:
         return  # a small audit (one wheel's check) has nothing worth a trim, nor ctypes' import (2-3 ms)
     if _trim is None:
         _trim = False
