@@ -260,3 +260,31 @@ def test_a_foreign_cython_module_on_disk_is_told_as_in_memory(tmp_path):
     with pytest.raises(InputError) as on_disk:
         CythonCapiExtractor().extract(MemberReader(art, art.members[0]))
     assert in_memory.value.code == on_disk.value.code == "CU009"
+
+
+@pytest.mark.parametrize("markers", [True, False])
+def test_a_foreign_module_with_a_broken_section_table_is_told_on_disk_as_in_memory(tmp_path, markers):
+    """A module of another machine is only told Cython (CU009) or not: its section table is never
+    read for that, on disk as in memory (no CU005 on disk for a table that points past the end)."""
+    import struct
+
+    from cuaudit.facts.cython import CythonCapiExtractor
+    from cuaudit.model import InputError
+
+    rodata = b"cython_runtime\0__pyx_capi__\0" if markers else b"plain strings\0"
+    data = bytearray(elf_with({".text": b"\0" * 64, ".rodata": rodata}))
+    struct.pack_into("<H", data, 18, 183)  # e_machine: AArch64
+    struct.pack_into("<Q", data, 0x28, 1 << 40)  # e_shoff: past the end of the file
+    path = tmp_path / "mod.cpython-311-aarch64-linux-gnu.so"
+    path.write_bytes(bytes(data))
+
+    def outcome(read):
+        try:
+            return read().is_cython
+        except InputError as exc:
+            return exc.code
+
+    in_memory = outcome(lambda: read_image(image_of_bytes(bytes(data), str(path))))
+    art = resolve([str(path)])[0]
+    on_disk = outcome(lambda: CythonCapiExtractor().extract(MemberReader(art, art.members[0])))
+    assert in_memory == on_disk == ("CU009" if markers else False)

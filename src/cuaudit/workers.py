@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import os
+import time
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -275,11 +276,29 @@ def extract_forked(i: int, tasks: list[tuple[Member, tuple[str, ...]]], cas: str
     out = Results([(path, name, ok, as_pickle(value) if ok else value) for path, name, ok, value in results],
                   results.content)
     del results
-    # The chunk's parse trees and copies are freed, into heap pages glibc keeps: a worker grew to
-    # what its largest chunks once held, 16 of them 880-910 MB on the GPU machine when the import
-    # family forks beside them (the tree's peak).  Handed back after each chunk: 660-670 MB there.
-    give_back_free_memory(always=True)
+    _trim_now_and_then()
     return out
+
+
+#: the least time, in seconds, between two trims of a worker's heap (see _trim_now_and_then)
+TRIM_EVERY = 1.0
+#: when this process last trimmed its heap (``time.monotonic``; a worker inherits "never")
+_trimmed_at = float("-inf")
+
+
+def _trim_now_and_then() -> None:
+    """Hand the worker's free heap back after a chunk, once per ``TRIM_EVERY`` seconds at most.
+
+    The chunks' parse trees and copies are freed into heap pages glibc keeps: a worker grew to what
+    its largest chunks once held, 16 of them 880-910 MB on the GPU machine when the import family
+    forks beside them (the tree's peak); handed back after each chunk, 660-670 MB.  But each page
+    handed back is faulted in again by the next chunk's allocations: after every chunk, that cost
+    the 2-core accuracy-venv's cold run about a second of its 20."""
+    global _trimmed_at
+    now = time.monotonic()
+    if now - _trimmed_at >= TRIM_EVERY:
+        _trimmed_at = now
+        give_back_free_memory(always=True)
 
 
 def results_of(fut: Any, artifact: Artifact, chunk: list, cas: str | None = None) -> tuple[list[tuple[str, str, bool | str, Any]], bool]:

@@ -97,7 +97,6 @@ def module_name_for(path: str) -> str:
 # -- the extractor ------------------------------------------------------------------------
 
 
-
 class CythonCapiExtractor(Extractor):
     """C-API exports, imports and extension types of a compiled Cython module."""
 
@@ -143,7 +142,7 @@ def read_image(elf: ElfImage) -> CythonModule:
     """The C-API facts of one extension module's ELF image."""
     path = elf.path
     if not elf.is_x86_64:
-        foreign = scan_markers(elf, elf.whole())
+        foreign = scan_markers(elf, elf.whole(), device_code_as_zeros=False)
         if not (foreign.abi or {b"cython_runtime", b"__pyx_"} & foreign.found):
             # another machine, and not Cython either: nothing to say (CU009 is for Cython modules)
             return CythonModule(module=module_name_for(path), cython="", is_cython=False)

@@ -229,11 +229,6 @@ class CallSite:
     args: dict = field(default_factory=dict)  # register -> value
 
 
-def contains(data: Any, needle: bytes) -> bool:
-    """Whether ``needle`` occurs in ``data``, bytes or a mapping (whose ``in`` compares single bytes)."""
-    return data.find(needle) >= 0
-
-
 #: the Cython ABI marker (``_cython_3_0_11``): its first occurrence in a file names the Cython release
 ABI_MARKER = re.compile(rb"_cython_(\d+)_(\d+)_(\d+)(?:([abr]|rc)(\d+))?\x00")
 #: the strings the readers look for anywhere in a module's file (``_Image.has``).  Like the ABI
@@ -253,7 +248,7 @@ class Markers(NamedTuple):
 _SCAN_PIECE = 8 * 1024**2
 
 
-def scan_markers(elf: ElfImage, data: Any) -> Markers:
+def scan_markers(elf: ElfImage, data: Any, *, device_code_as_zeros: bool = True) -> Markers:
     """The ABI marker and :data:`MARKERS` in a module's bytes (``data``: bytes, or the file's mapping).
 
     Bytes in memory are searched as they are.  A file on disk is searched a piece at a time, each
@@ -264,19 +259,24 @@ def scan_markers(elf: ElfImage, data: Any) -> Markers:
     Pieces end just after a NUL byte: no occurrence of the marker or of the strings holds a NUL but
     as its last byte, so none spans two pieces; a piece before a fat-binary section ends with one
     NUL of its zeros.  A stretch with no NUL at all is searched whole.
+
+    ``device_code_as_zeros=False``: the fat-binary sections are searched too, and the section table
+    is not read (a module of another machine, which the reader only tells Cython or not).
     """
-    if isinstance(data, (bytes, bytearray)):
-        abi = ABI_MARKER.search(data)
-        return Markers(abi.groups() if abi else None, frozenset(n for n in MARKERS if n in data))
     import mmap
 
+    if not isinstance(data, mmap.mmap):
+        buf = data if isinstance(data, (bytes, bytearray)) else bytes(data)
+        abi = ABI_MARKER.search(buf)
+        return Markers(abi.groups() if abi else None, frozenset(n for n in MARKERS if n in buf))
     from cuaudit.facts.fatbin import FATBIN_SECTIONS
 
     size = len(data)
     # only a section that lies within the file reads as zeros: one that claims more bytes than the
     # file has (CU005 for the device-code listing) leaves out nothing, as the bytes in memory do not
     skip = sorted((s.offset, s.offset + s.size) for s in elf.sections()
-                  if s.name in FATBIN_SECTIONS and s.type != SHT_NOBITS and s.offset + s.size <= size)
+                  if s.name in FATBIN_SECTIONS and s.type != SHT_NOBITS and s.offset + s.size <= size) \
+        if device_code_as_zeros else []
     keep, pos = [], 0
     for start, end in skip:
         if start > pos:
