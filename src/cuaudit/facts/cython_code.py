@@ -236,6 +236,20 @@ ABI_MARKER = re.compile(rb"_cython_(\d+)_(\d+)_(\d+)(?:([abr]|rc)(\d+))?\x00")
 MARKERS = (b"__pyx_capi__\x00", b"cython_runtime\x00", b"__pyx_capi__", b"cython_runtime", b"__pyx_")
 
 
+def _search(buf: Any, found: set[bytes]) -> None:
+    """Add to ``found`` the :data:`MARKERS` in ``buf`` not found yet.  A longer marker is looked for
+    only where its prefix is (``__pyx_`` before ``__pyx_capi__``): most modules hold none, and each
+    search is a pass over the whole buffer."""
+    for prefix, longer in _BY_PREFIX:
+        if prefix in buf:
+            found.add(prefix)
+            found.update(n for n in longer if n not in found and n in buf)
+
+
+#: each marker that is no other's prefix, with the markers it is a prefix of (longest last)
+_BY_PREFIX = ((b"__pyx_", (b"__pyx_capi__", b"__pyx_capi__\x00")), (b"cython_runtime", (b"cython_runtime\x00",)))
+
+
 class Markers(NamedTuple):
     """What one pass over a module's file found: the ABI marker's groups (its first occurrence),
     and which of :data:`MARKERS` occur."""
@@ -268,7 +282,9 @@ def scan_markers(elf: ElfImage, data: Any, *, device_code_as_zeros: bool = True)
     if not isinstance(data, mmap.mmap):
         buf = data if isinstance(data, (bytes, bytearray)) else bytes(data)
         abi = ABI_MARKER.search(buf)
-        return Markers(abi.groups() if abi else None, frozenset(n for n in MARKERS if n in buf))
+        found: set[bytes] = set()
+        _search(buf, found)
+        return Markers(abi.groups() if abi else None, frozenset(found))
     from cuaudit.facts.fatbin import FATBIN_SECTIONS
 
     size = len(data)
@@ -285,7 +301,7 @@ def scan_markers(elf: ElfImage, data: Any, *, device_code_as_zeros: bool = True)
     keep.append((pos, size, False))
     let_go = getattr(data, "madvise", None) if hasattr(mmap, "MADV_DONTNEED") else None
     abi: tuple[bytes | None, ...] | None = None
-    found: set[bytes] = set()
+    found = set()
     for start, end, zeros_after in keep:
         at = start
         while at < end:
@@ -303,11 +319,11 @@ def scan_markers(elf: ElfImage, data: Any, *, device_code_as_zeros: bool = True)
                 piece, stop = piece[:cut + 1], at + cut + 1
             if stop == end and zeros_after:
                 piece += b"\x00"
-            if abi is None:
+            _search(piece, found)
+            if abi is None and b"_cython_" in piece:
                 m = ABI_MARKER.search(piece)
                 if m:
                     abi = m.groups()
-            found.update(n for n in MARKERS if n not in found and n in piece)
             if let_go is not None:
                 page = mmap.PAGESIZE
                 lo, hi = at - at % page, stop - stop % page
