@@ -281,10 +281,10 @@ def scan_markers(elf: ElfImage, data: Any, *, device_code_as_zeros: bool = True)
 
     if not isinstance(data, mmap.mmap):
         buf = data if isinstance(data, (bytes, bytearray)) else bytes(data)
-        abi = ABI_MARKER.search(buf)
-        found: set[bytes] = set()
-        _search(buf, found)
-        return Markers(abi.groups() if abi else None, frozenset(found))
+        first = ABI_MARKER.search(buf)
+        hits: set[bytes] = set()
+        _search(buf, hits)
+        return Markers(first.groups() if first else None, frozenset(hits))
     from cuaudit.facts.fatbin import FATBIN_SECTIONS
 
     size = len(data)
@@ -301,7 +301,7 @@ def scan_markers(elf: ElfImage, data: Any, *, device_code_as_zeros: bool = True)
     keep.append((pos, size, False))
     let_go = getattr(data, "madvise", None) if hasattr(mmap, "MADV_DONTNEED") else None
     abi: tuple[bytes | None, ...] | None = None
-    found = set()
+    found: set[bytes] = set()
     for start, end, zeros_after in keep:
         at = start
         while at < end:
