@@ -17,7 +17,6 @@ import atexit
 import collections
 import resource
 import sys
-import time
 
 from _in_process import cuaudit_args, run_cuaudit, use_source_tree
 

@@ -30,10 +30,9 @@ import pytest
 from conftest import corpus_file
 from devicecode_bytes import container, elf_with, entry
 
-from cuaudit.facts import MemberReader
+from cuaudit.facts import MemberReader, cython_code
 from cuaudit.facts import fatbin as fatbin_mod
 from cuaudit.facts.cython import read_image
-from cuaudit.facts import cython_code
 from cuaudit.facts.cython_code import MARKERS, _Image, scan_markers
 from cuaudit.facts.fatbin import FatbinExtractor, read_device_code, read_path
 from cuaudit.formats.elf import image_of_bytes, map_file
@@ -163,10 +162,8 @@ def test_a_mapped_module_is_read_in_place_and_searched_without_its_device_code(t
     assert _Image(image_of_bytes(data, str(lib))).data == data  # bytes in memory stay as they are
 
 
-def _rss_mb() -> float:
-    with open("/proc/self/status") as fh:
-        d = dict(line.split(":", 1) for line in fh)
-    return sum(int(d[k].split()[0]) for k in ("RssAnon", "RssFile", "RssShmem") if k in d) / 1024
+#: the process's pages of every kind: its own and the files it maps
+_ALL_PAGES = ("RssAnon", "RssFile", "RssShmem")
 
 
 @linux_only
@@ -182,10 +179,10 @@ def test_searching_a_mapped_module_leaves_its_pages_out_of_the_process(tmp_path,
         code = bytes(range(256)) * (BIG // 256)  # code-like: a NUL here and there
         lib.write_bytes(elf_with({".text": code + b"\0cython_runtime\0", ".rodata": b"_cython_3_0_11\0"}))
     with map_file(str(lib)) as mm:
-        before = _rss_mb()
+        before = _resident_mb(*_ALL_PAGES)
         image = _Image(image_of_bytes(mm, str(lib)))
         assert image.has(b"cython_runtime\0") and image.markers().abi == (b"3", b"0", b"11", None, None)
-        grown = _rss_mb() - before
+        grown = _resident_mb(*_ALL_PAGES) - before
         assert grown < BIG / 1024**2 / 4, f"{grown:.0f} MB kept searching a module of {BIG >> 20} MB"
 
 
