@@ -5,8 +5,9 @@
     python scripts/profile_workers.py --summary OUT_DIR [N]
 
 Runs cuaudit in this process (``src`` first on ``sys.path``; add more with ``CUAUDIT_SRC``) with each
-forked worker's chunks profiled (``cProfile``, process CPU time) into ``OUT_DIR/worker-<pid>.prof``,
-rewritten after each chunk (a pool's workers end without running exit handlers), and the parent's
+forked worker's chunks profiled (``cProfile`` on the thread's CPU clock: the process's clock
+undercounted short calls while cuaudit's CPU-time budgets run, benchmarks/RESULTS.md, eighteenth
+session) into ``OUT_DIR/worker-<pid>.prof``, rewritten after each chunk (a pool's workers end without running exit handlers), and the parent's
 own run into ``OUT_DIR/parent.prof``.  ``--summary`` merges the workers' profiles and prints the N
 costliest functions by their own time and by cumulative time.  A diagnostic for developers: it
 patches ``workers.extract_forked``, and a change there may need it changed too.
@@ -33,7 +34,7 @@ def record(out: str, argv: list[str]) -> None:
     def extract_forked(i, tasks, *args):
         prof = state.get("prof") if state.get("pid") == os.getpid() else None
         if prof is None:
-            prof = state["prof"] = cProfile.Profile(time.process_time)
+            prof = state["prof"] = cProfile.Profile(time.thread_time)
             state["pid"] = os.getpid()
         prof.enable()
         try:
@@ -47,7 +48,7 @@ def record(out: str, argv: list[str]) -> None:
     workers.extract_forked = extract_forked
     from cuaudit.cli import main
 
-    parent = cProfile.Profile(time.process_time)
+    parent = cProfile.Profile(time.thread_time)
     try:
         parent.runcall(main, argv)
     finally:

@@ -35,7 +35,7 @@ if [ "${PROFILE:-0}" = 1 ]; then
   "$CUAUDIT_PY" -m cuaudit env --python "$TARGET_PY" --isolated -q --exit-zero >/dev/null  # fills the cache
   "$CUAUDIT_PY" -c 'import cProfile, pstats, sys, time
 from cuaudit.cli import main
-p = cProfile.Profile(time.process_time)
+p = cProfile.Profile(time.thread_time)
 p.runcall(main, ["env", "--python", sys.argv[1], "--isolated", "-q", "--exit-zero"])
 p.dump_stats("benchmarks/out/gpu-env-cached.prof")
 pstats.Stats(p, stream=sys.stderr).sort_stats("cumulative").print_stats(30)' "$TARGET_PY" >/dev/null

@@ -18,7 +18,7 @@ drop_snapshot /tmp/c-tl
 $PY -c "import sys; sys.path[:0] = ['$PWD/src', '/tmp/site']
 import cProfile, time, pstats
 from cuaudit.cli import main
-p = cProfile.Profile(time.process_time); t = time.time()
+p = cProfile.Profile(time.thread_time); t = time.time()
 p.runcall(main, ['env', '-q', '--exit-zero', '--cache-dir', '/tmp/c-tl', '-o', '/dev/null'])
 print(f'profiled run: {time.time() - t:.1f} s'); p.dump_stats('$OUT/facts-cached.prof')
 s = pstats.Stats(p); s.sort_stats('cumulative').print_stats(60); s.sort_stats('tottime').print_stats(40)" > "$OUT/facts-cached.txt" 2>&1
