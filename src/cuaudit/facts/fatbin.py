@@ -339,6 +339,12 @@ class _FileWindows:
     def close(self) -> None:
         os.close(self.fd)
 
+    def __enter__(self) -> "_FileWindows":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def __getitem__(self, s: slice) -> bytes:
         if s.step is not None or s.start is None or s.stop is None or s.start < 0:
             raise TypeError("_FileWindows takes [start:stop] slices only")
@@ -537,13 +543,11 @@ def read_path(path: str) -> DeviceCode:
         windows = _FileWindows.of(path, len(mm))
         if windows is None:
             return read_device_code(mm)
-        try:
+        with windows:
             if bytes(mm[:4]) == _MAGIC_BYTES:  # a raw .fatbin
                 entries, n, notes = parse_fatbin(windows, 0, len(mm), "fatbin")
                 return DeviceCode(tuple(entries), ("fatbin",), n, 0, tuple(notes))
             return device_code_of(image_of_bytes(mm), None, windows)
-        finally:
-            windows.close()
 
 
 def cuobjdump_listing(code: DeviceCode, filename: str) -> list[str]:
@@ -599,10 +603,8 @@ class FatbinExtractor(Extractor):
             # the entry headers read where they lie, not through the mapping (see _FileWindows)
             windows = _FileWindows.of(reader.fs_path, image.size) if image.shoff else None
             if windows is not None:
-                try:
+                with windows:
                     return device_code_of(image, scan, windows)
-                finally:
-                    windows.close()
             random_access(image.buffer)
         return device_code_of(image, scan)
 
