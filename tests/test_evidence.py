@@ -101,3 +101,109 @@ def test_probes_are_off_unless_asked_and_recorded_when_run(tmp_path):
     result = on.probe("gpu")
     assert isinstance(result, list)
     assert [r.what for r in records] == ["local GPU compute capability (CU6xx targets)"]
+
+
+#: a tree whose code walks attribute chains from many standard-library modules: CU104 reads the
+#: closures of each, some two hundred modules of the standard library
+MANY_STDLIB = {
+    "pkg/__init__.py": "",
+    "pkg/use.py": (
+        "import json, argparse, logging, subprocess, tempfile, shutil, email, http, xml, urllib, concurrent\n"
+        "def f():\n"
+        "    xml.dom.minidom.parseString('<a/>')\n"
+        "    concurrent.futures.ThreadPoolExecutor\n"
+        "    email.message.Message\n"
+        "    http.client.HTTPConnection\n"
+        "    urllib.request.urlopen\n"
+        "    logging.handlers.RotatingFileHandler\n"
+        "    json.decoder.JSONDecoder\n"
+        "    return argparse, subprocess, tempfile, shutil\n"
+    ),
+}
+
+
+def test_standard_library_closures_are_extracted_by_the_workers_with_the_same_findings(tmp_path, monkeypatch):
+    """The standard-library modules an import closure reads are parsed in the worker pool, a level
+    at a time (``ModuleUniverse.prefetch_stdlib``), not one by one in the parent; nothing else changes."""
+    from cuaudit.extraction import Extraction
+
+    tree = make_tree(tmp_path / "t", MANY_STDLIB)
+    parent, on_demand = os.getpid(), Extraction.on_demand
+    in_parent: list[str] = []
+
+    def counting(self, artifact, member, name):
+        before = self.evidence_extracted
+        try:
+            return on_demand(self, artifact, member, name)
+        finally:
+            if self.evidence_extracted > before and os.getpid() == parent:  # extracted there and then
+                in_parent.append(member.path)
+
+    monkeypatch.setattr(Extraction, "on_demand", counting)
+    reports = {}
+    for jobs in (1, 2):
+        in_parent.clear()
+        config = Config(select=("CU1",), cache=True, cache_dir=str(tmp_path / f"cache{jobs}"), jobs=jobs)
+        reports[jobs] = (audit([str(tree)], config=config), list(in_parent))
+    (alone, alone_read), (pooled, pooled_read) = reports[1], reports[2]
+    assert len(alone_read) > 40  # one by one in the parent: the closures of xml, http, email, ...
+    assert len(pooled_read) < len(alone_read) / 10  # the walk misses a few the closures reach otherwise
+    # the same findings (CU104 on the chains that no import binds), and every fact read is counted once
+    assert {f.code for f in alone.findings} >= {"CU104"}
+    assert [(f.code, f.message, f.location) for f in pooled.findings] == [(f.code, f.message, f.location) for f in alone.findings]
+    assert pooled.stats["evidence_facts_cached"] == 0
+    assert pooled.stats["evidence_facts_extracted"] >= alone.stats["evidence_facts_extracted"] - len(pooled_read)
+
+
+def test_evidence_prefetched_is_what_on_demand_would_have_read(tmp_path):
+    """``Extraction.prefetch_evidence`` puts into the input's bundle what ``on_demand`` would have
+    extracted (values and lasting failures alike), counted once; with one job it sends nothing."""
+    from cuaudit.extraction import Extraction
+    from cuaudit.inputs.evidence import StdlibFolder
+
+    folder = make_tree(tmp_path / "lib", {f"m{i}.py": f"import os\nX{i} = {i}\n" for i in range(12)})
+    (folder / "bad.py").write_bytes(b"x = '\xff\xfe'\n")  # not UTF-8: a lasting failure (CU006), cached as one
+    names = [f"m{i}.py" for i in range(12)] + ["bad.py"]
+
+    def run(jobs: int, ahead: bool):
+        ex = Extraction(Config(cache=False, cache_dir=str(tmp_path / f"c{jobs}{ahead}"), jobs=jobs), None, keep_workers=True)
+        art = StdlibFolder(str(folder), "3.x")
+        try:
+            if ahead:
+                ex.prefetch_evidence(art, [(art.member(n), "python_source") for n in names])
+            sent = ex.evidence_extracted
+            values = [ex.on_demand(art, art.member(n), "python_source") for n in names]
+        finally:
+            ex.stop_workers()
+        return sent, values, (ex.evidence_extracted, ex.evidence_cached)
+
+    sent, pooled, counts = run(2, True)
+    assert sent == len(names) and counts == (len(names), 0)
+    assert run(1, True)[0] == 0  # nothing to send it to: on_demand extracts as before
+    _sent, alone, alone_counts = run(2, False)
+    assert alone_counts == counts
+    assert pooled == alone and pooled[-1] is None and pooled[0].bound_names() >= {"X0", "os"}
+
+
+def test_the_standard_library_walk_asks_for_what_the_closure_reads():
+    """``prefetch_stdlib`` predicts, level by level, the modules whose facts ``closure`` then reads."""
+    from cuaudit.analysis.module_tree import ModuleUniverse
+    from cuaudit.facts.evidence import Evidence, extract_uncached
+    from cuaudit.inputs.evidence import stdlib_folder
+
+    read: list[str] = []
+    asked: list[list[str]] = []
+
+    def provider(artifact, member, extractor):
+        read.append(member.path)
+        return extract_uncached(artifact, member, extractor)
+
+    uni = ModuleUniverse(Evidence(stdlib_folder(), provider, lambda art, wanted: asked.append([m.path for m, _ in wanted])))
+    uni.prefetch_stdlib(["xml.dom.minidom", "json"])
+    predicted = {p for level in asked for p in level}
+    assert len(asked) >= 3 and {"xml/dom/minidom.py", "json/__init__.py", "xml/__init__.py"} <= predicted
+    closure = uni.closure(["xml.dom.minidom"]) | uni.closure(["json"])
+    assert {"xml.dom.minicompat", "json.decoder", "re"} <= closure
+    # the walk read each module's facts to go on (the closure reads them again from the memo): what it
+    # predicted is what the closures read, and nothing of a third-party package is followed
+    assert set(read) == predicted

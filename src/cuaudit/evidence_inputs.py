@@ -36,13 +36,13 @@ class EvidenceInputs:
     def __call__(self, name: str) -> list[Evidence]:
         if name not in self._views:
             arts = self._resolve(name)
+            read, ahead = self.extraction.on_demand, self.extraction.prefetch_evidence
             if self.recorded is None:
-                self._views[name] = [Evidence(a, self.extraction.on_demand) for a in arts]
+                self._views[name] = [Evidence(a, read, ahead) for a in arts]
             else:
                 asked: list[snapshot.Questions] = [{} for _ in arts]
                 self.recorded[name] = [(a.ref, q) for a, q in zip(arts, asked)]
-                self._views[name] = [snapshot.RecordingEvidence(a, self.extraction.on_demand, q)
-                                     for a, q in zip(arts, asked)]
+                self._views[name] = [snapshot.RecordingEvidence(a, read, q, ahead) for a, q in zip(arts, asked)]
         return self._views[name]
 
     def still_answers(self, recorded: dict[str, list[tuple[ArtifactRef, "snapshot.Questions"]]]) -> bool:

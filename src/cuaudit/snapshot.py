@@ -197,8 +197,9 @@ class RecordingEvidence(Evidence):
     its member's content key, so the key stands for the fact.
     """
 
-    def __init__(self, artifact: "Artifact", provider: Callable | None, questions: Questions) -> None:
-        super().__init__(artifact, provider)
+    def __init__(self, artifact: "Artifact", provider: Callable | None, questions: Questions,
+                 prefetcher: Callable | None = None) -> None:
+        super().__init__(artifact, provider, prefetcher)
         self.questions = questions
 
     @property

@@ -81,8 +81,7 @@ class ModuleEntry:
     def display(self) -> str:
         """How messages name the module's file."""
         if self.origin == "stdlib":
-            rel = self.name.replace(".", "/") + ("/__init__.py" if self.kind == "package" else ".py")
-            return f"{rel} (standard library)"
+            return f"{stdlib_member(self)} (standard library)"
         return self.member or self.name
 
 
@@ -195,6 +194,12 @@ def stdlib_entry(stdlib: Evidence, name: str) -> ModuleEntry | None:
     if "." not in name and any(f.split(".")[0] == name for f in stdlib.listdir("lib-dynload")):
         return ModuleEntry(name, "extension", None, None, origin="stdlib")
     return None
+
+
+def stdlib_member(entry: ModuleEntry) -> str:
+    """The path of a standard-library module's source in its folder (see :func:`stdlib_entry`)."""
+    rel = entry.name.replace(".", "/")
+    return f"{rel}/__init__.py" if entry.kind == "package" else f"{rel}.py"
 
 
 def _stdlib_evidence(stdlib: "Evidence | str | None") -> Evidence | None:
@@ -498,6 +503,7 @@ class ModuleUniverse:
         (and their stubs') too (the verdicts about their submodules read them): the parse of
         a root serves its program and its facts alike.
         """
+        self.prefetch_stdlib(roots)
         if self.walk is None:
             return
         programs, entries = self._programs, self.entries
@@ -535,6 +541,25 @@ class ModuleUniverse:
         roots = sorted(set(roots))
         first = sources(roots) if with_facts else []
         self.walk(first + named(p for root in roots for p in dotted_prefixes(root)), follow)
+
+    def prefetch_stdlib(self, roots: Iterable[str]) -> None:
+        """Have the python_source facts of the standard-library modules that the closures of the
+        standard-library ``roots`` read (``_closure_of(root, True)``) extracted a level at a time,
+        each level at once in the engine's workers, instead of one by one in the parent as the
+        closures meet them (``Evidence.prefetch``).  A prediction: only standard-library modules
+        are followed, and each level's imports are read as the closures read them
+        (``direct_imports``), so the closures then find the facts and answer as before."""
+        stdlib = self.stdlib
+        if stdlib is None or not stdlib.prefetches:
+            return
+        level = {p for r in roots if self.is_stdlib(r) for p in dotted_prefixes(r)}
+        seen: set[str] = set()
+        while level:
+            seen |= level
+            entries = [e for n in sorted(level) if (e := self.get(n)) is not None
+                       and e.origin == "stdlib" and e._load is not None]
+            stdlib.prefetch("python_source", [stdlib_member(e) for e in entries])
+            level = {m for e in entries for m in self.direct_imports(e.name)[0]} - seen
 
     def _imports_named(self, name: str) -> tuple[set[str], set[str]]:
         """(the modules ``name``'s program imports, with their parents, conditional or not; the

@@ -11,7 +11,7 @@ caller) the extractor runs here, uncached.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from cuaudit.facts import MemberReader, WithProblems, get
 from cuaudit.model import ArtifactRef, InputError, Member
@@ -21,6 +21,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: (artifact, member, extractor name) -> the fact, or None when it has none or cannot be read
 FactProvider = Callable[["Artifact", Member, str], Any]
+#: (artifact, [(member, extractor name)]) -> None: extract those facts at once, ahead of the provider's reads
+FactPrefetcher = Callable[["Artifact", list[tuple[Member, str]]], None]
 
 
 def extract_uncached(artifact: "Artifact", member: Member, extractor: str) -> Any:
@@ -35,9 +37,11 @@ def extract_uncached(artifact: "Artifact", member: Member, extractor: str) -> An
 class Evidence:
     """One evidence input (the standard library, this machine's libraries, a ``--with`` wheel)."""
 
-    def __init__(self, artifact: "Artifact", provider: FactProvider | None = None) -> None:
+    def __init__(self, artifact: "Artifact", provider: FactProvider | None = None,
+                 prefetcher: FactPrefetcher | None = None) -> None:
         self.artifact = artifact
         self._provider = provider or extract_uncached
+        self._prefetcher = prefetcher
         self._memo: dict[tuple[str, str], Any] = {}
 
     @property
@@ -66,6 +70,25 @@ class Evidence:
 
     def fs_path(self, path: str) -> str | None:
         return self.artifact.fs_path(path)
+
+    @property
+    def prefetches(self) -> bool:
+        """Whether :meth:`prefetch` does anything (an engine's view)."""
+        return self._prefetcher is not None
+
+    def prefetch(self, extractor: str, paths: "Iterable[str]") -> None:
+        """Have ``extractor``'s facts of the members at ``paths`` extracted at once (in the engine's
+        worker pool), ahead of :meth:`fact` asking for them one by one; a prediction that changes
+        no answer.  Nothing happens without an engine (a test, a library caller)."""
+        if self._prefetcher is None:
+            return
+        wanted = []
+        for path in paths:
+            member = self.artifact.member(path)  # not a question a recording view keeps: nothing is read yet
+            if member is not None and (extractor, path) not in self._memo:
+                wanted.append((member, extractor))
+        if wanted:
+            self._prefetcher(self.artifact, wanted)
 
     def fact(self, extractor: str, path: str) -> Any | None:
         """The fact ``extractor`` gives for the member at ``path``; None when absent or unreadable."""
