@@ -503,7 +503,6 @@ class ModuleUniverse:
         (and their stubs') too (the verdicts about their submodules read them): the parse of
         a root serves its program and its facts alike.
         """
-        self.prefetch_stdlib(roots)
         if self.walk is None:
             return
         programs, entries = self._programs, self.entries

@@ -517,10 +517,22 @@ def _chain_traps(ctx) -> list[_ChainTrap]:
                     roots.update(found)
             # the programs the files' imports reach: one walk the workers run ahead of, before the closures read them
             uni.prefetch_closures(sorted(roots))
-            verdicts: dict[tuple[str, str, frozenset[str]], Reach] = {}
+            bound: list[_Bound | Exception] = []
             for (path, facts), mods in zip(files, imports):
                 try:
-                    out += _file_traps(uni, art, path, names.get(path), facts, mods, verdicts)
+                    bound.append(_bound(uni, path, names.get(path), facts, mods))
+                except Exception as exc:  # noqa: BLE001 - reported below, as a failure of this file
+                    bound.append(exc)
+            # the standard library's closures, for the files whose chains start there (see _file_traps):
+            # extracted by the workers a level at a time, not one module at a time in the parent
+            uni.prefetch_stdlib(sorted({m for (_p, facts), b in zip(files, bound) if isinstance(b, _Bound)
+                                        and b.walks_stdlib(uni, facts) for m in b.std_roots}))
+            verdicts: dict[tuple[str, str, frozenset[str]], Reach] = {}
+            for (path, facts), b in zip(files, bound):
+                try:
+                    if isinstance(b, Exception):
+                        raise b
+                    out += _file_traps(uni, art, path, names.get(path), facts, b, verdicts)
                 except Exception as exc:  # noqa: BLE001 - one file's failure must not hide the others' traps
                     out.append(_ChainTrap(art, path, None, "", "", "", Reach("failed", _why(exc)), None))
         if ctx.config.probe and out:
@@ -538,10 +550,29 @@ def _chain_traps(ctx) -> list[_ChainTrap]:
     return ctx.memo("imports.chain_traps", compute)
 
 
-def _file_traps(uni: ModuleUniverse, art, path: str, own: str | None, facts, imports: list[list[str]],
-                verdicts: dict[tuple[str, str, frozenset[str]], Reach]) -> list[_ChainTrap]:
-    """``imports``: what each of ``facts.imports`` imports (``uni.imported_by``); ``verdicts``: the
-    reach of ``parent.sub`` after a closure, shared by the files whose imports have that closure."""
+@dataclass(frozen=True)
+class _Bound:
+    """What a file's imports bind and import (:func:`_bound`), read by :func:`_file_traps`."""
+
+    #: local name -> (module, the import that binds it); None when bound to different things
+    local: dict[str, tuple[str, Any] | None]
+    imported: frozenset[str]
+    #: the imported modules of the standard library, and the others that exist
+    std_roots: tuple[str, ...]
+    roots: tuple[str, ...]
+
+    def walks_stdlib(self, uni: ModuleUniverse, facts) -> bool:
+        """Whether a chain of the file starts at a standard-library module and goes into one of its
+        submodules: only then does :func:`_file_traps` read the closure of ``std_roots``."""
+        for ch in facts.chains:
+            got = None if ch.shadowed or not ch.attrs else self.local.get(ch.root)
+            if got and uni.is_stdlib(got[0]) and uni.exists(f"{got[0]}.{ch.attrs[0]}"):
+                return True
+        return False
+
+
+def _bound(uni: ModuleUniverse, path: str, own: str | None, facts, imports: list[list[str]]) -> _Bound:
+    """``imports``: what each of ``facts.imports`` imports (``uni.imported_by``)."""
     is_pkg = path.endswith("__init__.py")
     importer = own or path.rsplit("/", 1)[-1].removesuffix(".py")
     # local name -> (module, the import that binds it); None when bound to different things
@@ -584,8 +615,16 @@ def _file_traps(uni: ModuleUniverse, art, path: str, own: str | None, facts, imp
             std_roots.append(mod)
         elif uni.exists(mod):
             roots.append(mod)
+    return _Bound(local, frozenset(imported), tuple(std_roots), tuple(roots))
+
+
+def _file_traps(uni: ModuleUniverse, art, path: str, own: str | None, facts, bound: _Bound,
+                verdicts: dict[tuple[str, str, frozenset[str]], Reach]) -> list[_ChainTrap]:
+    """``bound``: what the file's imports bind (:func:`_bound`); ``verdicts``: the reach of
+    ``parent.sub`` after a closure, shared by the files whose imports have that closure."""
+    local, imported, std_roots = bound.local, bound.imported, bound.std_roots
     # most files' imports lie inside one closure (`import torch`'s): that set itself, shared
-    third_party = uni.closure_of_each(roots)
+    third_party = uni.closure_of_each(bound.roots)
     if not imported <= third_party:
         third_party = third_party | imported
     closures: dict[bool, frozenset[str]] = {False: third_party}
