@@ -313,3 +313,31 @@ def test_a_raising_probe_before_its_override_is_an_error(tree_factory):
     assert "raises unless FORCE_CUDA is set" in g.message
     h = one("os.environ.get('FORCE_CUDA') == '1' or torch.cuda.is_available()", "t3")
     assert (h.code, str(h.severity), h.evidence["raises_without_gpu"]) == ("CU502", "warning", [])
+
+
+def test_a_module_is_parsed_by_libcst_once_for_all_its_probes(monkeypatch):
+    """The automatic fixes of a build script's probes share one libcst parse of it: parsed again for
+    each probe (and again for each summary naming it), torch's package folder checked as a tree took
+    75 s, 60 of them on one module (a CU004 budget error instead of its facts)."""
+    from cuaudit.facts import build
+    from cuaudit.formats.python import parse_python_text
+
+    lines = ["import torch", "import setuptools", ""]
+    for i in range(12):
+        lines += [f"def probe_{i}():", f"    if torch.cuda.is_available():  # probe {i}",
+                  f"        return 'cuda{i}'", f"    return not torch.cuda.device_count() > {i % 2}", ""]
+    lines += ["USE = torch.cuda.is_available()",
+              "setuptools.setup(name='pkg', ext_modules=[probe_%d() for _ in ()] if USE else [])" % 0]
+    module = parse_python_text("\n".join(lines) + "\n", "setup.py")
+    parses = []
+    of = build._CstView.of
+    monkeypatch.setattr(build._CstView, "of", classmethod(lambda cls, source: parses.append(1) or of(source)))
+    facts = build.python_build_facts(module)
+    probes = [p for f in (*facts.functions, *facts.variables) for p in f.probes]
+    probes += [p for d in facts.decisions for p in d.probes]
+    assert len({p.span for p in probes}) >= 13 and len(parses) == 1
+    # each fix is the one a parse of its own would give
+    fixed = [p for p in probes if p.fix]
+    assert len(fixed) >= 13
+    for p in fixed:
+        assert build._fix_probe(module, p) == (p.fix, p.fix_text)

@@ -324,6 +324,10 @@ class _PythonBuild:
     def __init__(self, module: PythonModule, fixes: bool = True) -> None:
         self.module = module
         self.fixes = fixes  # whether a probe gets its automatic fix (libcst)
+        #: each probe's fix, by its label and span (a probe is reported by its decision and by the
+        #: summaries of the functions and variables it taints), and the one libcst view they read
+        self._fixes: dict[tuple[str, Span], tuple[tuple[TextEdit, ...], str]] = {}
+        self._view: list[_CstView | None] = []
         self.source = module.text
         self.path = module.path
         self.tree = module.tree
@@ -614,10 +618,22 @@ class _PythonBuild:
         """The probe as reported: its automatic fix, and its guard (known once the summaries are)."""
         node = self._probe_nodes.get(probe.span)
         guard = self.guard(node)[0] if node is not None else ""
-        edits, text = _fix_probe(self.module, probe) if self.fixes else ((), "")
+        edits, text = self._fix(probe) if self.fixes else ((), "")
         if not edits:
             return dataclasses.replace(probe, guard=guard)
         return Probe(probe.label, probe.text, probe.span, probe.function, edits, text, self.mentions_rocm, probe.raises, guard)
+
+    def _fix(self, probe: Probe) -> tuple[tuple[TextEdit, ...], str]:
+        key = (probe.label, probe.span)
+        if key not in self._fixes:
+            if probe.label not in _FIXABLE:
+                self._fixes[key] = ((), "")
+            else:
+                if not self._view:
+                    self._view.append(_CstView.of(self.module.text))
+                view = self._view[0]
+                self._fixes[key] = _fix_probe(self.module, probe, view) if view is not None else ((), "")
+        return self._fixes[key]
 
     def _host_archs(self) -> None:
         # a script that builds nothing (a GPU test script under scripts/) takes no architectures
@@ -704,33 +720,57 @@ def _third_party(module: str) -> bool:
 # -- the automatic fix, with libcst ----------------------------------------------------------------------------
 
 
-def _fix_probe(module: PythonModule, probe: Probe) -> tuple[tuple[TextEdit, ...], str]:
+#: the probes :func:`_fix_probe` may rewrite
+_FIXABLE = ("torch.cuda.is_available()", "torch.cuda.device_count()")
+
+
+class _CstView:
+    """One libcst parse of a module with its nodes' positions and parents, shared by the fixes of
+    all its probes.  Parsed once per probe, a large module with many probes took minutes (torch's
+    own package folder checked as a tree: 44 top-level modules read as build helpers, 75 s of a
+    76 s check, most of it resolving positions again for every probe)."""
+
+    def __init__(self, positions: Any, parents: Any, calls: dict[tuple[int, int, int, int], Any]) -> None:
+        self.positions, self.parents, self.calls = positions, parents, calls
+
+    @classmethod
+    def of(cls, source: str) -> "_CstView | None":
+        """The view of ``source``, or None where libcst does not parse it."""
+        import libcst as cst
+        from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
+
+        try:
+            wrapper = MetadataWrapper(cst.parse_module(source))
+        except cst.ParserSyntaxError:
+            return None
+        positions = wrapper.resolve(PositionProvider)
+        calls: dict[tuple[int, int, int, int], Any] = {}
+        for node, pos in positions.items():
+            if isinstance(node, cst.Call):  # the first call of a span, as a walk of the positions finds it
+                calls.setdefault((pos.start.line, pos.start.column + 1, pos.end.line, pos.end.column + 1), node)
+        return cls(positions, wrapper.resolve(ParentNodeProvider), calls)
+
+
+def _fix_probe(module: PythonModule, probe: Probe, view: "_CstView | None" = None) -> tuple[tuple[TextEdit, ...], str]:
     """Edits replacing a ``torch.cuda.is_available()`` probe by ``torch.version.cuda is not None``.
 
     Only the unambiguous patterns: the probe is a call on the ``torch`` module
     by a name bound in the file (``torch.cuda.is_available()``, or
     ``torch.cuda.device_count() > 0`` / ``>= 1``).  The replacement keeps the
     module alias the script uses, and is parenthesised where the context
-    needs it.
+    needs it.  ``view``: the module's libcst view (:class:`_CstView`), parsed here when not given.
     """
-    if probe.label not in ("torch.cuda.is_available()", "torch.cuda.device_count()"):
+    if probe.label not in _FIXABLE:
         return (), ""
     import libcst as cst
-    from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
     source = module.text
-    try:
-        wrapper = MetadataWrapper(cst.parse_module(source))
-    except cst.ParserSyntaxError:
+    view = view or _CstView.of(source)
+    if view is None:
         return (), ""
-    positions = wrapper.resolve(PositionProvider)
-    parents = wrapper.resolve(ParentNodeProvider)
-    target = None
-    for node, pos in positions.items():
-        if isinstance(node, cst.Call) and pos.start.line == probe.span.line and pos.start.column + 1 == probe.span.column \
-                and pos.end.line == probe.span.end_line and pos.end.column + 1 == probe.span.end_column:
-            target = node
-            break
+    positions, parents = view.positions, view.parents
+    span = probe.span
+    target = view.calls.get((span.line, span.column, span.end_line, span.end_column))
     if target is None or not isinstance(target.func, cst.Attribute) or not isinstance(target.func.value, cst.Attribute):
         return (), ""
     module_expr = target.func.value.value  # torch in torch.cuda.is_available
