@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from harness import (FETCH_SCRIPT, Case, Cmd, CopiedVenv, Corpus, CorpusFiles, ElfMembers, Environment, FreshVenv, Input, Interpreter,
-                     Member, PopularVenv, Script, Target)
+                     Member, PopularVenv, Script, Target, Unpacked)
 
 # -- what this machine and this cuaudit have -----------------------------------------
 
@@ -416,6 +416,15 @@ CHECK_CASES: list[Case] = [
                targets=(Target("over_floor", 1.0), Target("speedup", 3, "auditwheel"), Target("peak_mb", 500))),
 ]
 
+#: `check` of an installed package's folder, read as a source tree (its top-level modules are read as
+#: build helpers: torch's took 75 s on 2 cores until the nineteenth session); no peer checks a tree
+FOLDER_CASES: list[Case] = [
+    Case("check-torch-2.8-folder", "check torch 2.8.0's package folder, unpacked as pip installs it (1.7 GB)",
+         {"tree": Unpacked(TORCH, "torch")},
+         cuaudit=Cmd("cuaudit check (folder)", (*CUAUDIT, "check", *CHECK_FLAGS, "{tree}"), ok=(0, 1)),
+         targets=(Target("seconds", 20),)),
+]
+
 
 
 def corpus_wheels() -> list[dict]:
@@ -455,6 +464,7 @@ CASES: list[Case] = [
          floor=Cmd("python -c pass", ("{py}", "-c", "pass")), quick=True,
          targets=(Target("overhead", 1, "auditwheel"),)),
     *CHECK_CASES,
+    *FOLDER_CASES,
     # like for like: only what auditwheel also looks at (linking and loading)
     Case("check-cupy-14.2-linkage", "check cupy-cuda12x 14.2.0, linkage family only (CU0, CU2)",
          {"wheel": Corpus(CUPY14)},

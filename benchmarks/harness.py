@@ -206,6 +206,36 @@ class Member(Input):
         return out
 
 
+@dataclass(frozen=True)
+class Unpacked(Input):
+    """One package folder of a corpus wheel, unpacked once into the cache as pip installs it:
+    ``cuaudit check`` of an installed package's folder (read as a source tree)."""
+
+    wheel: str
+    folder: str
+
+    def _resolve(self, run: Run) -> Path:
+        whl = run.corpus_file(self.wheel)
+        root = _extract_root(whl) / "unpacked"
+        if not root.exists():
+            run.log(f"unpacking {self.folder}/ of {whl.name} ...")
+            tmp = root.with_name(f"unpacked.{os.getpid()}.part")  # concurrent harness runs
+            with zipfile.ZipFile(whl) as zf:
+                for info in zf.infolist():
+                    if info.filename.startswith(f"{self.folder}/") and not info.is_dir():
+                        zf.extract(info, tmp)
+            try:
+                tmp.rename(root)
+            except OSError:  # another run finished first
+                shutil.rmtree(tmp, ignore_errors=True)
+        if not (root / self.folder).is_dir():
+            raise NotAvailable(f"{whl.name} has no folder {self.folder}/")
+        return root / self.folder
+
+    def files(self, value: Any) -> list[Path]:
+        return [Path(d) / n for d, _dirs, names in os.walk(value) for n in names]
+
+
 ELF_NAME = re.compile(r"\.so(\.\d+)*$")
 
 

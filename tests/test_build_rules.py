@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -341,3 +342,78 @@ def test_a_module_is_parsed_by_libcst_once_for_all_its_probes(monkeypatch):
     assert len(fixed) >= 13
     for p in fixed:
         assert build._fix_probe(module, p) == (p.fix, p.fix_text)
+
+
+#: probes in the places a fix must find them: decorated functions, statements sharing a line,
+#: comments and blank lines before them, non-ASCII text before a probe on its line, CRLF line ends,
+#: tabs, nested blocks, negations, comparisons, arguments that need parentheses
+PLACES = """\
+# -*- coding: utf-8 -*-
+import functools
+import torch as T
+import setuptools
+
+\"\"\"A docstring naming torch.cuda.is_available() in prose.\"\"\"
+A = 1; USE = T.cuda.is_available()
+B = (1,
+     2); C = T.cuda.device_count() > 0
+D = (1,
+     2); E = [
+    T.cuda.is_available()]
+H = [T.cuda.is_available(),
+     0]; I = (1,
+     2)
+
+
+@functools.lru_cache()
+def cached():
+    return not T.cuda.is_available()
+
+
+class Builder:
+\tdef run(self):
+\t\tif T.cuda.device_count() > 0:  # é, then the probe
+\t\t\treturn "cuda"
+\t\treturn setuptools.setup(name=f"é{T.cuda.device_count() >= 1}")
+
+def pick():
+    x = ["é", T.cuda.is_available(), T.cuda.device_count() == 0]
+    return print(T.cuda.is_available()) or x
+
+if not T.cuda.is_available() and USE:
+    setuptools.setup(name="pkg", ext_modules=[] if cached() else [pick()])
+"""
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_a_fix_read_from_its_statement_is_the_fix_read_from_the_whole_module(newline):
+    """The fixes resolve libcst's positions over the probe's top-level statement alone: the same
+    edits, at the same places of the module, as over the whole module."""
+    from cuaudit.facts import build
+    from cuaudit.formats.python import line_starts, parse_python_text
+
+    class WholeModule(build._CstView):
+        def statement(self, line):
+            return build._Statement.of(self.module, 1, len(line_starts(self.module.text)))
+
+    module = parse_python_text(PLACES.replace("\n", newline), "setup.py")
+    facts = build.python_build_facts(module)
+    reported = {p.span: p for d in facts.decisions for p in d.probes}
+    reported.update({p.span: p for f in (*facts.functions, *facts.variables) for p in f.probes})
+    assert len(reported) >= 4
+    # every call of the module's two probes, reported or not
+    probes = [build.Probe(f"torch.cuda.{n.func.attr}()", "", build._span(n, module)) for n in ast.walk(module.tree)
+              if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in ("is_available", "device_count")]
+    assert len(probes) == 11 and {p.span for p in probes} >= set(reported)
+    fixed = 0
+    for p in probes:
+        whole = build._fix_probe(module, p, WholeModule(module))
+        assert whole == build._fix_probe(module, p)
+        if p.span in reported:
+            assert (reported[p.span].fix, reported[p.span].fix_text) == whole
+        fixed += bool(whole[0])
+        for edit in whole[0]:  # the edit lands on the probe's own text
+            start = module.offset(edit.span.line, edit.span.column - 1)
+            end = module.offset(edit.span.end_line, edit.span.end_column - 1)
+            assert "cuda." in module.text[start:end]
+    assert fixed >= 9

@@ -327,6 +327,7 @@ class _PythonBuild:
         #: each probe's fix, by its label and span (a probe is reported by its decision and by the
         #: summaries of the functions and variables it taints), and the one libcst view they read
         self._fixes: dict[tuple[str, Span], tuple[tuple[TextEdit, ...], str]] = {}
+        self._calls_by_name: dict[str, list[ast.Call]] | None = None
         self._view: list[_CstView | None] = []
         self.source = module.text
         self.path = module.path
@@ -376,6 +377,19 @@ class _PythonBuild:
             self._parents = {id(c): n for n in ast.walk(self.tree) for c in ast.iter_child_nodes(n)}
         return self._parents
 
+    def _call_sites(self, name: str) -> list[ast.Call]:
+        """The calls of ``name(...)`` and ``<anything>.name(...)`` in the module, in ``ast.walk``
+        order: indexed in one walk (a walk per guarded function was most of a 251 KB module's pass)."""
+        if self._calls_by_name is None:
+            self._calls_by_name = {}
+            for n in ast.walk(self.tree):
+                if isinstance(n, ast.Call):
+                    f = n.func
+                    key = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else None
+                    if key is not None:
+                        self._calls_by_name.setdefault(key, []).append(n)
+        return self._calls_by_name.get(name, [])
+
     def guard(self, node: ast.AST, depth: int = 0) -> tuple[str, tuple[str, ...]]:
         """(kind, overrides) of what keeps ``node`` from running unprotected on a GPU-less builder.
 
@@ -407,8 +421,7 @@ class _PythonBuild:
             if isinstance(cur, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                 if isinstance(cur, ast.Lambda) or depth >= 3:
                     break
-                sites = [n for n in ast.walk(self.tree) if isinstance(n, ast.Call) and (
-                    (isinstance(n.func, ast.Name) and n.func.id == cur.name) or (isinstance(n.func, ast.Attribute) and n.func.attr == cur.name))]
+                sites = self._call_sites(cur.name)
                 if sites:
                     outer = [self.guard(n, depth + 1) for n in sites]
                     weakest = min(outer, key=lambda g: _GUARD_RANK[g[0]])
@@ -630,7 +643,7 @@ class _PythonBuild:
                 self._fixes[key] = ((), "")
             else:
                 if not self._view:
-                    self._view.append(_CstView.of(self.module.text))
+                    self._view.append(_CstView.of(self.module))
                 view = self._view[0]
                 self._fixes[key] = _fix_probe(self.module, probe, view) if view is not None else ((), "")
         return self._fixes[key]
@@ -725,30 +738,89 @@ _FIXABLE = ("torch.cuda.is_available()", "torch.cuda.device_count()")
 
 
 class _CstView:
-    """One libcst parse of a module with its nodes' positions and parents, shared by the fixes of
-    all its probes.  Parsed once per probe, a large module with many probes took minutes (torch's
-    own package folder checked as a tree: 44 top-level modules read as build helpers, 75 s of a
-    76 s check, most of it resolving positions again for every probe)."""
+    """libcst's view of a module for the automatic fixes of its probes, shared by all of them.
 
-    def __init__(self, positions: Any, parents: Any, calls: dict[tuple[int, int, int, int], Any]) -> None:
-        self.positions, self.parents, self.calls = positions, parents, calls
+    The module is parsed once, whole: a fix is offered only where libcst parses it.  The nodes'
+    positions and parents are resolved over the text of the one top-level statement a probe is in
+    (:meth:`statement`): the replacement stays inside it, and a top-level statement parses alone
+    as it does in its module (the grammar takes them one after another).  Resolved over the whole
+    module for every probe, a large module with many probes took minutes (torch's own package
+    folder checked as a tree: 44 top-level modules read as build helpers, 75 s of a 76 s check;
+    over the whole module once, still 5 s for its 251 KB ``_meta_registrations.py``)."""
+
+    def __init__(self, module: PythonModule) -> None:
+        self.module = module
+        self._statements: dict[tuple[int, int], _Statement | None] = {}
 
     @classmethod
-    def of(cls, source: str) -> "_CstView | None":
-        """The view of ``source``, or None where libcst does not parse it."""
+    def of(cls, module: PythonModule) -> "_CstView | None":
+        """The view of ``module``, or None where libcst does not parse it."""
+        import libcst as cst
+
+        try:
+            cst.parse_module(module.text)
+        except cst.ParserSyntaxError:
+            return None
+        return cls(module)
+
+    def statement(self, line: int) -> "_Statement | None":
+        """The top-level statement holding ``line`` (with those sharing its lines: ``a; b``)."""
+        body = self.module.tree.body
+        bounds = [(min([n.lineno, *(d.lineno for d in getattr(n, "decorator_list", ()))]), n.end_lineno or n.lineno)
+                  for n in body]
+        at = next((k for k, (first, last) in enumerate(bounds) if first <= line <= last), None)
+        if at is None:
+            return None
+        lo = hi = at
+        while lo > 0 and bounds[lo - 1][1] >= bounds[lo][0]:
+            lo -= 1
+        while hi + 1 < len(bounds) and bounds[hi + 1][0] <= bounds[hi][1]:
+            hi += 1
+        key = (bounds[lo][0], max(last for _first, last in bounds[lo:hi + 1]))
+        if key not in self._statements:
+            self._statements[key] = _Statement.of(self.module, *key)
+        return self._statements[key]
+
+
+@dataclass
+class _Statement:
+    """libcst's positions and parents over the text of lines ``first``..``last`` of a module."""
+
+    first: int
+    start: int  # where its text starts in the module's
+    text: str
+    positions: Any
+    parents: Any
+    #: Call nodes by their span in the module's lines (1-based columns), the first of a span
+    calls: dict[tuple[int, int, int, int], Any]
+
+    @classmethod
+    def of(cls, module: PythonModule, first: int, last: int) -> "_Statement | None":
         import libcst as cst
         from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
+        from cuaudit.formats.python import line_starts
+
+        starts = line_starts(module.text)
+        start = starts[first - 1]
+        text = module.text[start:starts[last] if last < len(starts) else len(module.text)]
         try:
-            wrapper = MetadataWrapper(cst.parse_module(source))
+            wrapper = MetadataWrapper(cst.parse_module(text))
         except cst.ParserSyntaxError:
             return None
         positions = wrapper.resolve(PositionProvider)
+        shift = first - 1
         calls: dict[tuple[int, int, int, int], Any] = {}
         for node, pos in positions.items():
-            if isinstance(node, cst.Call):  # the first call of a span, as a walk of the positions finds it
-                calls.setdefault((pos.start.line, pos.start.column + 1, pos.end.line, pos.end.column + 1), node)
-        return cls(positions, wrapper.resolve(ParentNodeProvider), calls)
+            if isinstance(node, cst.Call):
+                calls.setdefault((pos.start.line + shift, pos.start.column + 1, pos.end.line + shift, pos.end.column + 1), node)
+        return cls(first, start, text, positions, wrapper.resolve(ParentNodeProvider), calls)
+
+    def offset(self, line: int, column: int) -> int:
+        """The index in this statement's text of a libcst position in it."""
+        from cuaudit.formats.python import line_starts
+
+        return line_starts(self.text)[line - 1] + column
 
 
 def _fix_probe(module: PythonModule, probe: Probe, view: "_CstView | None" = None) -> tuple[tuple[TextEdit, ...], str]:
@@ -764,13 +836,13 @@ def _fix_probe(module: PythonModule, probe: Probe, view: "_CstView | None" = Non
         return (), ""
     import libcst as cst
 
-    source = module.text
-    view = view or _CstView.of(source)
-    if view is None:
+    view = view or _CstView.of(module)
+    stmt = view.statement(probe.span.line) if view is not None else None
+    if stmt is None:
         return (), ""
-    positions, parents = view.positions, view.parents
+    positions, parents = stmt.positions, stmt.parents
     span = probe.span
-    target = view.calls.get((span.line, span.column, span.end_line, span.end_column))
+    target = stmt.calls.get((span.line, span.column, span.end_line, span.end_column))
     if target is None or not isinstance(target.func, cst.Attribute) or not isinstance(target.func.value, cst.Attribute):
         return (), ""
     module_expr = target.func.value.value  # torch in torch.cuda.is_available
@@ -802,15 +874,15 @@ def _fix_probe(module: PythonModule, probe: Probe, view: "_CstView | None" = Non
     if _needs_parens(parents.get(replace), replace):
         new_text = f"({new_text})"
     pos = positions[replace]
-    # libcst confirms the result still parses before the edit is offered.
-    start = module.offset(pos.start.line, pos.start.column)
-    end = module.offset(pos.end.line, pos.end.column)
-    fixed = source[:start] + new_text + source[end:]
+    # libcst confirms the result still parses before the edit is offered (the statement's text: the
+    # rest of the module is as it was, and parsed)
+    start, end = stmt.offset(pos.start.line, pos.start.column), stmt.offset(pos.end.line, pos.end.column)
     try:
-        cst.parse_module(fixed)
+        cst.parse_module(stmt.text[:start] + new_text + stmt.text[end:])
     except cst.ParserSyntaxError:
         return (), ""
-    span = Span(pos.start.line, pos.start.column + 1, pos.end.line, pos.end.column + 1)
+    shift = stmt.first - 1
+    span = Span(pos.start.line + shift, pos.start.column + 1, pos.end.line + shift, pos.end.column + 1)
     return (TextEdit(span, new_text),), new_text
 
 
