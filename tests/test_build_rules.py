@@ -332,7 +332,7 @@ def test_a_module_is_parsed_by_libcst_once_for_all_its_probes(monkeypatch):
     module = parse_python_text("\n".join(lines) + "\n", "setup.py")
     parses = []
     of = build._CstView.of
-    monkeypatch.setattr(build._CstView, "of", classmethod(lambda cls, source: parses.append(1) or of(source)))
+    monkeypatch.setattr(build._CstView, "of", classmethod(lambda cls, module: parses.append(1) or of(module)))
     facts = build.python_build_facts(module)
     probes = [p for f in (*facts.functions, *facts.variables) for p in f.probes]
     probes += [p for d in facts.decisions for p in d.probes]
