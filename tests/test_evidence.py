@@ -147,7 +147,7 @@ def test_standard_library_closures_are_extracted_by_the_workers_with_the_same_fi
         reports[jobs] = (audit([str(tree)], config=config), list(in_parent))
     (alone, alone_read), (pooled, pooled_read) = reports[1], reports[2]
     assert len(alone_read) > 40  # one by one in the parent: the closures of xml, http, email, ...
-    assert len(pooled_read) < len(alone_read) / 10  # the walk misses a few the closures reach otherwise
+    assert len(pooled_read) <= len(alone_read) / 5  # a few reached otherwise (not through a closure)
     # the same findings (CU104 on the chains that no import binds), and every fact read is counted once
     assert {f.code for f in alone.findings} >= {"CU104"}
     assert [(f.code, f.message, f.location) for f in pooled.findings] == [(f.code, f.message, f.location) for f in alone.findings]
