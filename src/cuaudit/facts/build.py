@@ -751,6 +751,9 @@ class _CstView:
     def __init__(self, module: PythonModule) -> None:
         self.module = module
         self._statements: dict[tuple[int, int], _Statement | None] = {}
+        #: each top-level statement's first line (its first decorator's) and last line
+        self._bounds = [(min([n.lineno, *(d.lineno for d in getattr(n, "decorator_list", ()))]), n.end_lineno or n.lineno)
+                        for n in module.tree.body]
 
     @classmethod
     def of(cls, module: PythonModule) -> "_CstView | None":
@@ -765,9 +768,7 @@ class _CstView:
 
     def statement(self, line: int) -> "_Statement | None":
         """The top-level statement holding ``line`` (with those sharing its lines: ``a; b``)."""
-        body = self.module.tree.body
-        bounds = [(min([n.lineno, *(d.lineno for d in getattr(n, "decorator_list", ()))]), n.end_lineno or n.lineno)
-                  for n in body]
+        bounds = self._bounds
         at = next((k for k, (first, last) in enumerate(bounds) if first <= line <= last), None)
         if at is None:
             return None
@@ -787,7 +788,6 @@ class _Statement:
     """libcst's positions and parents over the text of lines ``first``..``last`` of a module."""
 
     first: int
-    start: int  # where its text starts in the module's
     text: str
     positions: Any
     parents: Any
@@ -814,7 +814,7 @@ class _Statement:
         for node, pos in positions.items():
             if isinstance(node, cst.Call):
                 calls.setdefault((pos.start.line + shift, pos.start.column + 1, pos.end.line + shift, pos.end.column + 1), node)
-        return cls(first, start, text, positions, wrapper.resolve(ParentNodeProvider), calls)
+        return cls(first, text, positions, wrapper.resolve(ParentNodeProvider), calls)
 
     def offset(self, line: int, column: int) -> int:
         """The index in this statement's text of a libcst position in it."""
