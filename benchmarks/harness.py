@@ -206,6 +206,26 @@ class Member(Input):
         return out
 
 
+def _unzip_once(run: Run, root: Path, wheels: list[Path], keep: Callable[[str], bool], what: str, *,
+                by_wheel: bool) -> None:
+    """Extract the members of ``wheels`` whose names ``keep`` takes into ``root`` (a folder per wheel
+    with ``by_wheel``), once: into a folder of this process's, renamed into place when whole, so that
+    concurrent harness runs never see half of it."""
+    if root.exists():
+        return
+    tmp = root.with_name(f"{root.name}.{os.getpid()}.part")
+    for whl in wheels:
+        run.log(f"extracting {what} of {whl.name} ...")
+        with zipfile.ZipFile(whl) as zf:
+            for info in zf.infolist():
+                if keep(info.filename) and not info.is_dir():
+                    zf.extract(info, tmp / whl.name if by_wheel else tmp)
+    try:
+        tmp.rename(root)
+    except OSError:  # another run finished first
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 @dataclass(frozen=True)
 class Unpacked(Input):
     """One package folder of a corpus wheel, unpacked once into the cache as pip installs it:
@@ -217,17 +237,7 @@ class Unpacked(Input):
     def _resolve(self, run: Run) -> Path:
         whl = run.corpus_file(self.wheel)
         root = _extract_root(whl) / "unpacked"
-        if not root.exists():
-            run.log(f"unpacking {self.folder}/ of {whl.name} ...")
-            tmp = root.with_name(f"unpacked.{os.getpid()}.part")  # concurrent harness runs
-            with zipfile.ZipFile(whl) as zf:
-                for info in zf.infolist():
-                    if info.filename.startswith(f"{self.folder}/") and not info.is_dir():
-                        zf.extract(info, tmp)
-            try:
-                tmp.rename(root)
-            except OSError:  # another run finished first
-                shutil.rmtree(tmp, ignore_errors=True)
+        _unzip_once(run, root, [whl], lambda name: name.startswith(f"{self.folder}/"), f"{self.folder}/", by_wheel=False)
         if not (root / self.folder).is_dir():
             raise NotAvailable(f"{whl.name} has no folder {self.folder}/")
         return root / self.folder
@@ -254,18 +264,7 @@ class ElfMembers(Input):
         digest = hashlib.sha256("\n".join(self.wheels).encode()).hexdigest()[:12]
         root = cache_dir() / "elf-members" / digest
         wheels = [run.corpus_file(pattern) for pattern in self.wheels]
-        if not root.exists():
-            tmp = root.with_name(f"{digest}.{os.getpid()}.part")
-            for whl in wheels:
-                run.log(f"extracting the ELF members of {whl.name} ...")
-                with zipfile.ZipFile(whl) as zf:
-                    for info in zf.infolist():
-                        if ELF_NAME.search(info.filename) and not info.is_dir():
-                            zf.extract(info, tmp / whl.name)
-            try:
-                tmp.rename(root)
-            except OSError:  # another run finished first
-                shutil.rmtree(tmp, ignore_errors=True)
+        _unzip_once(run, root, wheels, lambda name: bool(ELF_NAME.search(name)), "the ELF members", by_wheel=True)
         paths: list[Path] = []
         for dirpath, _dirs, names in os.walk(root):
             paths += [Path(dirpath) / n for n in names if ELF_NAME.search(n)]

@@ -345,7 +345,7 @@ def test_a_module_is_parsed_by_libcst_once_for_all_its_probes(monkeypatch):
 
 
 #: probes in the places a fix must find them: decorated functions, statements sharing a line,
-#: comments and blank lines before them, non-ASCII text before a probe on its line, CRLF line ends,
+#: comments and blank lines before them, non-ASCII text before a probe on its line, CRLF and CR line ends,
 #: tabs, nested blocks, negations, comparisons, arguments that need parentheses
 PLACES = """\
 # -*- coding: utf-8 -*-
@@ -385,7 +385,7 @@ if not T.cuda.is_available() and USE:
 """
 
 
-@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
 def test_a_fix_read_from_its_statement_is_the_fix_read_from_the_whole_module(newline):
     """The fixes resolve libcst's positions over the probe's top-level statement alone: the same
     edits, at the same places of the module, as over the whole module."""

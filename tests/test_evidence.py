@@ -200,24 +200,32 @@ def test_evidence_prefetched_is_what_on_demand_would_have_read(tmp_path):
 
 
 def test_the_standard_library_walk_asks_for_what_the_closure_reads():
-    """``prefetch_stdlib`` predicts, level by level, the modules whose facts ``closure`` then reads."""
+    """``prefetch_stdlib`` predicts, level by level, the modules whose facts ``closure`` reads: the
+    same set a universe without the walk reads for the same closures."""
     from cuaudit.analysis.module_tree import ModuleUniverse
     from cuaudit.facts.evidence import Evidence, extract_uncached
     from cuaudit.inputs.evidence import stdlib_folder
 
-    read: list[str] = []
+    roots = ["xml.dom.minidom", "json", "concurrent.futures"]
+
+    def universe(prefetcher=None) -> tuple[ModuleUniverse, list[str]]:
+        read: list[str] = []
+
+        def provider(artifact, member, extractor):
+            read.append(member.path)
+            return extract_uncached(artifact, member, extractor)
+
+        return ModuleUniverse(Evidence(stdlib_folder(), provider, prefetcher)), read
+
     asked: list[list[str]] = []
-
-    def provider(artifact, member, extractor):
-        read.append(member.path)
-        return extract_uncached(artifact, member, extractor)
-
-    uni = ModuleUniverse(Evidence(stdlib_folder(), provider, lambda art, wanted: asked.append([m.path for m, _ in wanted])))
-    uni.prefetch_stdlib(["xml.dom.minidom", "json"])
+    walked, _ = universe(lambda art, wanted: asked.append([m.path for m, _ in wanted]))
+    walked.prefetch_stdlib(roots)
     predicted = {p for level in asked for p in level}
     assert len(asked) >= 3 and {"xml/dom/minidom.py", "json/__init__.py", "xml/__init__.py"} <= predicted
-    closure = uni.closure(["xml.dom.minidom"]) | uni.closure(["json"])
-    assert {"xml.dom.minicompat", "json.decoder", "re"} <= closure
-    # the walk read each module's facts to go on (the closure reads them again from the memo): what it
-    # predicted is what the closures read, and nothing of a third-party package is followed
+    # what the closures read with no walk before them, in a universe of their own
+    plain, read = universe()
+    closure = frozenset().union(*(plain.closure([r]) for r in roots))
+    assert {"xml.dom.minicompat", "json.decoder", "re", "concurrent.futures._base"} <= closure
     assert set(read) == predicted
+    # and the walk's universe answers alike
+    assert frozenset().union(*(walked.closure([r]) for r in roots)) == closure

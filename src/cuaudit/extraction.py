@@ -56,6 +56,8 @@ POOL_SWITCH_INTERVAL = 0.0005
 
 #: how a key taken since a fork was counted (``Extraction.took``)
 _EXTRACTED, _CACHED, _BY_CONTENT = 0, 1, 2
+#: what Extraction._keep_evidence returns for a failure it does not keep
+_NOT_KEPT = object()
 
 #: facts read on demand, by content, written once this many are kept (``Extraction._keep``)
 _LOOSE_BATCH = 2048
@@ -759,13 +761,9 @@ class Extraction:
             if self.took is not None:
                 self.took[("evidence", key, "")] = _EXTRACTED  # (see absorb)
             [(_path, _name, ok, value)] = workers.extract_group(artifact, [(member, (name,))])
-            if not ok:
-                code, message, evidence = value
-                if not lasting_failure(code, evidence):  # not a property of the bytes: never cached (see _accept)
-                    return None
-                value = CachedFailure(code, message, ())
-            bundle.values[key] = value
-            bundle.dirty = True
+            value = self._keep_evidence(bundle, key, ok, value)
+            if value is _NOT_KEPT:
+                return None
         bundle.used.add(key)
         if isinstance(value, CachedFailure):
             return None
@@ -812,19 +810,28 @@ class Extraction:
             broken = broken or died
             for path, name, ok, value in results:
                 key = keys[(path, name)]
-                if not ok:
-                    code, message, evidence = value
-                    if not lasting_failure(code, evidence):
-                        continue  # not a property of the bytes: on_demand meets it again, uncached
-                    value = CachedFailure(code, message, ())
+                if self._keep_evidence(bundle, key, ok, value) is _NOT_KEPT:
+                    continue  # on_demand meets it again, and counts it then
                 self.evidence_extracted += 1
                 if self.took is not None:
                     self.took[("evidence", key, "")] = _EXTRACTED
                 self._prefetched.add(key)
-                bundle.values[key] = value
-                bundle.dirty = True
         if broken:
             self.stop_workers()
+
+    @staticmethod
+    def _keep_evidence(bundle: "_OpenBundle", key: str, ok: bool | str, value: Any) -> Any:
+        """Put one extracted evidence fact into its input's bundle (a lasting failure as a
+        :class:`CachedFailure`) and return what was put; :data:`_NOT_KEPT` for a failure that is not
+        a property of the bytes, never cached (see :meth:`_accept`)."""
+        if not ok:
+            code, message, evidence = value
+            if not lasting_failure(code, evidence):
+                return _NOT_KEPT
+            value = CachedFailure(code, message, ())
+        bundle.values[key] = value
+        bundle.dirty = True
+        return value
 
     def _bundle(self, artifact: Artifact, kind: str) -> "_OpenBundle":
         """The open bundle of an input's facts read on demand: ``kind`` "evidence" (an evidence
