@@ -592,14 +592,14 @@ def _take(seg: tuple[list, list, list, int], pos: int, end: int, out: list) -> i
 
 
 def _disassembler():
-    """One capstone handle (x86-64, data skipped) for every tracker of the process: opening one costs
-    more than reading a small module's call sites.  Extraction runs one member at a time per process."""
+    """One capstone handle (x86-64, data skipped: :func:`cuaudit.formats.x86.disassembler`) for every
+    tracker of the process: opening one costs more than reading a small module's call sites.
+    Extraction runs one member at a time per process."""
     global _CS
     if _CS is None:
-        import capstone
+        from cuaudit.formats.x86 import disassembler
 
-        _CS = capstone.Cs(capstone.CS_ARCH_X86, capstone.CS_MODE_64)
-        _CS.skipdata = True
+        _CS = disassembler()
     return _CS
 
 
