@@ -691,9 +691,17 @@ class ModuleUniverse:
                 for mod in self.model.named_modules(m):
                     if mod not in imported:
                         maybe.setdefault(mod, f"{opaque}, and {m} names {mod} in a call at import time")
+        added: dict[int, frozenset[str]] = {}  # the closures added so far, by identity
         for mod, why in list(maybe.items()):
+            closure = self._closure_of(mod, False)
+            if id(closure) in added:
+                # the memoised closure of a component many modules share (torch's): each of its
+                # modules is in already, with the reason of the first module that reached it
+                # (the GPU machine's child spent a tenth of its time on these differences again)
+                continue
+            added[id(closure)] = closure
             # (what is not in yet, as a set difference: most of that closure is)
-            for more in self._closure_of(mod, False) - imported:
+            for more in closure - imported:
                 maybe.setdefault(more, why)
         return maybe, tuple(sorted(opaques))
 
