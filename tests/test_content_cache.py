@@ -281,3 +281,59 @@ def test_facts_kept_by_content_are_written_a_slice_at_a_time_in_order_and_none_l
     ex._loose = [(f"1:test:fact:1:sha256:{i:02d}", Pickled(b"x")) for i in range(5, 8)]
     ex.close()  # the end of an audit writes what is left
     assert len(ex.store.get_many([f"1:test:fact:1:sha256:{i:02d}" for i in range(8)])) == 8
+
+
+def test_the_parent_keeps_one_connection_by_content_and_none_crosses_a_fork(tmp_path, monkeypatch):
+    """What the parent extracts itself, one member or level at a time (on demand, a forked family's
+    child), looks its members up by content through one kept connection, not one opened per call;
+    it is closed before any worker forks (``Extraction._close_stores``) and when the audit ends."""
+    import cuaudit.workers as workers_module
+    from cuaudit.extraction import Extraction
+    from cuaudit.store import FactStore
+
+    dist = make_installed(tmp_path / "site", "pkg", PACKAGE)
+    made: list[FactStore] = []
+    real_init = FactStore.__init__
+
+    def counting_init(self, *args, **kwargs):
+        made.append(self)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(FactStore, "__init__", counting_init)
+    calls: list[bool] = []
+    real_group = workers_module.extract_group
+
+    def group(*args, **kwargs):
+        if (args[2] if len(args) > 2 else kwargs.get("cas")) is not None:  # those that look up by content
+            calls.append(kwargs.get("keep_cas", False))
+        return real_group(*args, **kwargs)
+
+    monkeypatch.setattr(workers_module, "extract_group", group)
+    audit([dist], config=Config(cache_dir=str(tmp_path / "cache"), jobs=1), command="explain")
+    assert len(calls) >= 3 and all(calls)  # extracted here, a few members at a time, all keeping it
+    by_content = [s for s in made if s.path and s.path.startswith(str(tmp_path / "cache"))]
+    # the audit's own stores (cache, evidence, snapshot), and one connection by content for all the
+    # calls (one per call before: 3 + 6 here)
+    assert len(by_content) <= 4 < 3 + len(calls)
+    assert workers_module._CONTENT_STORE is None  # closed with the audit
+
+    # before a worker forks, the parent's kept connection is closed
+    workers_module._content_store(str(tmp_path / "cache"), True).get_many(["x"])
+    kept = workers_module._CONTENT_STORE[2]
+    assert kept._db is not None
+    seen_at_submit: list[object] = []
+    real_submitter = Extraction._submitter
+
+    def submitter(self, *args, **kwargs):
+        seen_at_submit.append(workers_module._CONTENT_STORE)
+        return real_submitter(self, *args, **kwargs)
+
+    monkeypatch.setattr(Extraction, "_submitter", submitter)
+    # a package whose import closure is wide enough for the workers
+    wide = {"wide/__init__.py": "from . import sub\n",
+            "wide/sub/__init__.py": "".join(f"from . import m{i}\n" for i in range(80)),
+            **{f"wide/sub/m{i}.py": f"import os\nX = os.sep * {i}\n" for i in range(80)}}
+    other = make_installed(tmp_path / "site2", "wide", wide)
+    audit([other], config=Config(cache_dir=str(tmp_path / "cache2"), jobs=2), command="explain")
+    assert seen_at_submit and all(s is None for s in seen_at_submit)
+    assert kept._db is None

@@ -882,6 +882,7 @@ class Extraction:
         give_back_free_memory()  # the bundles are pickled next: the peak of a cold audit
         self.flush()
         self.store.close()
+        workers.close_content_store()
 
     def _close_stores(self) -> None:
         """Close both fact caches' connections before workers may fork: no SQLite connection
@@ -889,6 +890,7 @@ class Extraction:
         write reopens them."""
         self.store.close()
         self._machine_store.close()
+        workers.close_content_store()
 
     def stop_workers(self) -> None:
         """End the worker pool, if one runs (idempotent: every way out of an audit calls it)."""
@@ -1004,7 +1006,7 @@ class Extraction:
                             results, died = workers.results_of(feeder.wait(g), artifacts[i], chunk, self.cas)
                             broken = broken or died
                         else:
-                            results = workers.extract_group(artifacts[i], chunk, self.cas)
+                            results = workers.extract_group(artifacts[i], chunk, self.cas, keep_cas=True)
                         self._collect(artifacts, i, results, keys, new)
                         if guarded:
                             coming.difference_update((i, m.path, n) for m, names in chunk for n in names)
@@ -1125,7 +1127,7 @@ class Extraction:
                     parallel = jobs > 1 and (bool(inflight) or self._pool is not None or queued >= PARALLEL_MIN_TASKS)
                     if queued and not parallel:
                         i, chunk = next_chunk(queued)
-                        arrived(i, chunk, workers.extract_group(artifacts[i], chunk, self.cas))
+                        arrived(i, chunk, workers.extract_group(artifacts[i], chunk, self.cas, keep_cas=True))
                         continue
                     if queued and len(inflight) < 2 * jobs:
                         # two chunks a worker: one running, one waiting, and what arrives meanwhile
@@ -1138,7 +1140,7 @@ class Extraction:
                             fut = submit(i, chunk)
                             if fut is None:
                                 broken = True
-                                arrived(i, chunk, workers.extract_group(artifacts[i], chunk, self.cas))
+                                arrived(i, chunk, workers.extract_group(artifacts[i], chunk, self.cas, keep_cas=True))
                             else:
                                 inflight[fut] = (sent, i, chunk)
                                 sent += 1

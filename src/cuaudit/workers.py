@@ -139,11 +139,22 @@ _HELD_BYTES = 64 * 1024**2
 def _content_store(folder: str, keep: bool) -> FactStore:
     global _CONTENT_STORE
     if not keep:
-        return FactStore(folder)  # the parent's: closed at the end of the call, so none crosses a fork
+        return FactStore(folder)  # closed at the end of the call
     pid = os.getpid()
     if _CONTENT_STORE is None or _CONTENT_STORE[0] != pid or _CONTENT_STORE[1] != folder:
         _CONTENT_STORE = (pid, folder, FactStore(folder))
     return _CONTENT_STORE[2]
+
+
+def close_content_store() -> None:
+    """Close this process's kept connection to the cache by content (:func:`_content_store`): the
+    parent keeps one for what it extracts itself, one member at a time, and closes it before a
+    worker or a forked family's child may fork (``Extraction._close_stores``): no SQLite connection
+    crosses a fork."""
+    global _CONTENT_STORE
+    if _CONTENT_STORE is not None and _CONTENT_STORE[0] == os.getpid():
+        _CONTENT_STORE[2].close()
+    _CONTENT_STORE = None
 
 
 #: files on disk from this size on are hashed through a map of their pages (not copied: an extension
