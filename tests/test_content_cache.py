@@ -337,3 +337,21 @@ def test_the_parent_keeps_one_connection_by_content_and_none_crosses_a_fork(tmp_
     audit([other], config=Config(cache_dir=str(tmp_path / "cache2"), jobs=2), command="explain")
     assert seen_at_submit and all(s is None for s in seen_at_submit)
     assert kept._db is None
+
+
+def test_a_connection_inherited_from_the_parent_is_never_closed_by_the_child(tmp_path, monkeypatch):
+    """A forked process that finds its parent's kept connection (another process id) neither closes
+    nor frees it (freeing closes it): closing is the parent's."""
+    import cuaudit.workers as workers_module
+    from cuaudit.store import FactStore
+
+    parents = FactStore(str(tmp_path / "cache"))
+    parents.get_many(["x"])
+    monkeypatch.setattr(workers_module, "_INHERITED", [])
+    monkeypatch.setattr(workers_module, "_CONTENT_STORE", (os.getpid() + 1, str(tmp_path / "cache"), parents))
+    own = workers_module._content_store(str(tmp_path / "cache"), True)  # this process opens its own
+    assert own is not parents and parents._db is not None
+    assert workers_module._INHERITED == [(os.getpid() + 1, str(tmp_path / "cache"), parents)]
+    workers_module.close_content_store()
+    assert own._db is None and parents._db is not None
+    parents.close()

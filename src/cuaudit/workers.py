@@ -130,8 +130,12 @@ def _extracted(member: Member, name: str, ex: facts_registry.Extractor, reader: 
 # (a library's dynamic section, a fat binary streamed once) are not hashed: reading them whole
 # would cost more than their facts.
 
-#: the worker's own connection to the fact cache (process id, folder, store): opened after the fork
+#: this process's kept connection to the fact cache (process id, folder, store): a worker's, opened
+#: after the fork, or the parent's for what it extracts itself (see close_content_store)
 _CONTENT_STORE: tuple[int, str, FactStore] | None = None
+#: kept connections a forked process found open from its parent: held, never closed or freed here
+#: (freeing one closes it, which is the parent's to do)
+_INHERITED: list[tuple[int, str, FactStore]] = []
 #: bytes of a chunk's members held between hashing and extracting them (more are read again)
 _HELD_BYTES = 64 * 1024**2
 
@@ -142,6 +146,7 @@ def _content_store(folder: str, keep: bool) -> FactStore:
         return FactStore(folder)  # closed at the end of the call
     pid = os.getpid()
     if _CONTENT_STORE is None or _CONTENT_STORE[0] != pid or _CONTENT_STORE[1] != folder:
+        close_content_store()
         _CONTENT_STORE = (pid, folder, FactStore(folder))
     return _CONTENT_STORE[2]
 
@@ -152,8 +157,11 @@ def close_content_store() -> None:
     worker or a forked family's child may fork (``Extraction._close_stores``): no SQLite connection
     crosses a fork."""
     global _CONTENT_STORE
-    if _CONTENT_STORE is not None and _CONTENT_STORE[0] == os.getpid():
-        _CONTENT_STORE[2].close()
+    if _CONTENT_STORE is not None:
+        if _CONTENT_STORE[0] == os.getpid():
+            _CONTENT_STORE[2].close()
+        else:
+            _INHERITED.append(_CONTENT_STORE)
     _CONTENT_STORE = None
 
 
