@@ -30,7 +30,15 @@ double mix(double a, float b, long c) { return a * b + (double)c / 3.0; }
 """
 
 
+def _engine_expected() -> None:
+    """The engine is opened directly wherever capstone's own binding reports a 5.x engine: a later
+    major version is the binding's to read (another ``cs_insn`` layout), and skips these tests."""
+    if capstone.cs_version()[0] != x86._MAJOR:
+        pytest.skip(f"capstone's engine is {capstone.cs_version()[:2]}, not 5.x: its binding answers (formats/x86.py)")
+
+
 def _both(code: bytes, address: int) -> tuple[list, list]:
+    _engine_expected()
     engine = x86.disassembler()
     binding = x86.disassembler(through_binding=True)
     assert isinstance(engine, x86._Engine) and isinstance(binding, capstone.Cs)
@@ -72,6 +80,7 @@ def test_engine_skips_data_as_the_binding():
 @pytest.mark.parametrize("patch", ["_MAJOR", "_LIBRARY"])
 def test_the_binding_answers_where_the_engine_is_not_certain(monkeypatch, patch):
     """Another major version (another ``cs_insn`` layout) or no library where the wheel keeps it."""
+    _engine_expected()
     assert isinstance(x86.disassembler(), x86._Engine)
     monkeypatch.setattr(x86, patch, 4 if patch == "_MAJOR" else "lib/no-such-libcapstone.so")
     fallback = x86.disassembler()
@@ -82,6 +91,7 @@ def test_the_binding_answers_where_the_engine_is_not_certain(monkeypatch, patch)
 def test_a_check_that_disassembles_imports_no_capstone_binding(tmp_path, cython_fixture):  # noqa: F811
     """A wheel with a Cython module: its import sites are disassembled (the consumer's C-API imports
     are read) without capstone's Python package (27 ms of start-up)."""
+    _engine_expected()
     cons = (cython_fixture["consumer"] / "pkgcons" / f"cons{SO}").read_bytes()
     wheel = make_wheel(tmp_path, "pkgcons", "1.0", {"pkgcons/__init__.py": "", f"pkgcons/cons{SO}": cons})
     proc, mods = imported_by("check", "--isolated", "--no-cache", "--color", "never", "-f", "json", str(wheel),
