@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
 from cuaudit.analysis.import_time import ImportTimeModel, ModuleRun, absolute_module
