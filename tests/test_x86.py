@@ -75,6 +75,9 @@ def test_engine_skips_data_as_the_binding():
     assert any(m == ".byte" for _a, _s, m, _o in engine)
     assert engine[-1][0] + engine[-1][1] <= 0x400000 + len(noise)
     assert _both(b"", 0x1000) == ([], [])
+    code = b"\x55\x48\x89\xe5\xc3"
+    for given in (bytearray(code), memoryview(code)):  # what the binding also takes
+        assert list(x86.disassembler().disasm_lite(given, 0)) == _both(code, 0)[1]
 
 
 @pytest.mark.parametrize("patch", ["_MAJOR", "_LIBRARY"])

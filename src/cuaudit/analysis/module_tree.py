@@ -535,7 +535,10 @@ class ModuleUniverse:
         def follow(artifact: object, member: str, extractor: str) -> list[tuple[object, str, str]]:
             if extractor == "python_source" and (id(artifact), member) in compiled:
                 # the source an extension module was compiled from: what it imports (direct_imports)
-                return named(self.direct_imports(compiled[(id(artifact), member)])[0])
+                try:
+                    return named(self.direct_imports(compiled[(id(artifact), member)])[0])
+                except Exception:  # noqa: BLE001 - a prediction only: the verdicts meet (and report) it
+                    return []
             name = self._program_at.get((id(artifact), member)) if extractor == "import_time" else None
             if name is None or entries.get(name) is None:
                 return []

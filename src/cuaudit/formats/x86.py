@@ -68,6 +68,8 @@ class _Engine:
         self._lib, self._handle = lib, handle
 
     def disasm_lite(self, code: bytes, offset: int) -> Iterator[tuple[int, int, str, str]]:
+        if type(code) is not bytes:
+            code = bytes(code)  # a bytearray or memoryview, as the binding takes them
         lib = self._lib
         insns = ctypes.POINTER(_Insn)()
         count = lib.cs_disasm(self._handle, code, len(code), offset, 0, ctypes.byref(insns))
