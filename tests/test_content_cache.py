@@ -286,7 +286,7 @@ def test_facts_kept_by_content_are_written_a_slice_at_a_time_in_order_and_none_l
 def test_the_parent_keeps_one_connection_by_content_and_none_crosses_a_fork(tmp_path, monkeypatch):
     """What the parent extracts itself, one member or level at a time (on demand, a forked family's
     child), looks its members up by content through one kept connection, not one opened per call;
-    it is closed before any worker forks (``Extraction._close_stores``) and when the audit ends."""
+    it is closed before any worker forks (``Extraction.close_stores``) and when the audit ends."""
     import cuaudit.workers as workers_module
     from cuaudit.extraction import Extraction
     from cuaudit.store import FactStore
@@ -316,6 +316,20 @@ def test_the_parent_keeps_one_connection_by_content_and_none_crosses_a_fork(tmp_
     # calls (one per call before: 3 + 6 here)
     assert len(by_content) <= 4 < 3 + len(calls)
     assert workers_module._CONTENT_STORE is None  # closed with the audit
+
+    # and however the audit ends
+    from cuaudit.rule_run import RuleRun
+
+    def failing_finish(self):
+        assert workers_module._CONTENT_STORE is not None  # kept until then
+        raise RuntimeError("the audit ends here")
+
+    with monkeypatch.context() as m:
+        m.setattr(RuleRun, "finish", failing_finish)
+        with pytest.raises(RuntimeError):
+            audit([_copy(tmp_path / "site", tmp_path / "three")], config=Config(cache_dir=str(tmp_path / "c3"), jobs=1),
+                  command="explain")
+    assert workers_module._CONTENT_STORE is None
 
     # before a worker forks, the parent's kept connection is closed
     workers_module._content_store(str(tmp_path / "cache"), True).get_many(["x"])

@@ -232,6 +232,7 @@ def audit(
         extraction.close()
     finally:
         extraction.stop_workers()
+        extraction.close_stores()  # however the audit ends: no connection outlives it
     return _report(config, codes, artifacts, environment, findings, suppressions, probes, evidence_inputs.refs(),
                    {**stats, "snapshot_reused": False}, started, command)
 

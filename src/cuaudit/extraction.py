@@ -487,7 +487,7 @@ class Extraction:
                 cached.update(bundles[bk])
         rest = {k for i, ks in per_art.items() if not isinstance(bundles.get(bundle_keys[i]), dict) for k in ks}
         cached.update(self.store.get_many(rest))
-        self._close_stores()
+        self.close_stores()
         todo: dict[int, list[tuple[Member, tuple[str, ...]]]] = {}
         for i, m, names in pending:
             missing = []
@@ -617,7 +617,7 @@ class Extraction:
             # written as they come, while the workers extract (the parent mostly waits on them
             # then), not all at the end of the audit: half a second of its tail on 2 cores
             self._write_loose()
-            self.store.close()  # no SQLite connection crosses a fork (see _close_stores)
+            self.store.close()  # no SQLite connection crosses a fork (see close_stores)
 
     def _write_loose(self, most: int | None = None) -> None:
         """Write the facts read on demand kept for their keys by content (``_loose``): all of
@@ -797,7 +797,7 @@ class Extraction:
         todo = [(m, tuple(names)) for m, names in tasks.values()]
         size = -(-len(todo) // (2 * jobs))
         chunks = [todo[s:s + size] for s in range(0, len(todo), size)]
-        self._close_stores()
+        self.close_stores()
         self._submitter(self._artifacts, jobs, jobs)  # the running pool, or one started now
         try:
             # the input travels pickled: the pool's workers were forked before it was resolved
@@ -881,13 +881,13 @@ class Extraction:
         self.stop_workers()
         give_back_free_memory()  # the bundles are pickled next: the peak of a cold audit
         self.flush()
-        self.store.close()
-        workers.close_content_store()
+        self.close_stores()
 
-    def _close_stores(self) -> None:
-        """Close both fact caches' connections before workers may fork: no SQLite connection
-        crosses a fork (a child closing it releases the parent's file locks).  The next read or
-        write reopens them."""
+    def close_stores(self) -> None:
+        """Close the fact caches' connections (both stores, and this process's kept connection by
+        content, ``workers.close_content_store``) before workers or a forked family's child may
+        fork: no SQLite connection crosses a fork (a child closing it releases the parent's file
+        locks).  The next read or write reopens them.  The engine calls it too however an audit ends."""
         self.store.close()
         self._machine_store.close()
         workers.close_content_store()
@@ -979,7 +979,7 @@ class Extraction:
                 if len(groups) < 4 * jobs:
                     # a small batch (a level of the import closure) in small chunks keeps every worker busy
                     groups = grouped(max_items=max(1, -(-total_tasks // (4 * jobs))))
-                self._close_stores()  # a worker may fork at any submit (see _close_stores)
+                self.close_stores()  # a worker may fork at any submit (see close_stores)
                 with gc_paused():  # the parent only gathers results (see heap.gc_paused)
                     order = _send_order(groups, jobs)
                     held = [g for g in order if groups[g][0] != stages[0]] if background and guarded else []
@@ -1132,7 +1132,7 @@ class Extraction:
                     if queued and len(inflight) < 2 * jobs:
                         # two chunks a worker: one running, one waiting, and what arrives meanwhile
                         # joins the next chunks instead of waiting for a level to end
-                        self._close_stores()
+                        self.close_stores()
                         submit = self._submitter(artifacts, jobs, 2 * jobs)
                         size = max(1, min(64, -(-queued // (2 * jobs))))
                         while queue and len(inflight) < 2 * jobs:
@@ -1204,7 +1204,7 @@ class Extraction:
         groups = [(i, chunk) for i, t in tasks.items() for chunk in _chunks(t)]
         if not groups:
             return
-        self._close_stores()
+        self.close_stores()
         try:
             submit = self._submitter(self._artifacts, self.config.jobs or usable_cpus(), len(groups))
             # the costliest first, as any batch (see _extract)

@@ -149,7 +149,7 @@ class RuleRun:
         for key in [k for k in facts.inflight if k[2] in reads]:
             if key in facts.inflight and facts.settle is not None:
                 facts.settle(key)
-        extraction._close_stores()  # type: ignore[union-attr]
+        extraction.close_stores()  # type: ignore[union-attr]
         child, send = forked.fork()
         if send is not None:
             self._baseline = extraction.become_child()  # type: ignore[union-attr]

@@ -154,7 +154,7 @@ def _content_store(folder: str, keep: bool) -> FactStore:
 def close_content_store() -> None:
     """Close this process's kept connection to the cache by content (:func:`_content_store`): the
     parent keeps one for what it extracts itself, one member at a time, and closes it before a
-    worker or a forked family's child may fork (``Extraction._close_stores``): no SQLite connection
+    worker or a forked family's child may fork (``Extraction.close_stores``): no SQLite connection
     crosses a fork."""
     global _CONTENT_STORE
     if _CONTENT_STORE is not None:

@@ -530,7 +530,18 @@ class ModuleUniverse:
                     out.append((got[0], got[1], "import_time"))
             return out
 
+        #: (id(artifact), source member) -> the extension module compiled from it
         compiled = {(id(got[0]), got[1]): ext for ext, got in self._sources.items()}
+        compiled_seen: set[str] = set()  # extension modules whose sources the walk asked for
+
+        def compiled_sources(names: Iterable[str]) -> list[tuple[object, str, str]]:
+            # an extension module imported: the source beside it, if it has one, names what it imports
+            out = []
+            for n in sorted((set(names) & self._sources.keys()) - compiled_seen):
+                compiled_seen.add(n)
+                art, member, _facts_for = self._sources[n]
+                out.append((art, member, "python_source"))
+            return out
 
         def follow(artifact: object, member: str, extractor: str) -> list[tuple[object, str, str]]:
             if extractor == "python_source" and (id(artifact), member) in compiled:
@@ -544,17 +555,6 @@ class ModuleUniverse:
                 return []
             imported, stars = self._imports_named(name)
             return named(imported | self._read_beyond(name)) + sources(stars) + compiled_sources(imported)
-
-        compiled_seen: set[str] = set()
-
-        def compiled_sources(names: Iterable[str]) -> list[tuple[object, str, str]]:
-            # an extension module imported: the source beside it, if it has one, names what it imports
-            out = []
-            for n in sorted(set(names) & self._sources.keys() - compiled_seen):
-                compiled_seen.add(n)
-                art, member, _facts_for = self._sources[n]
-                out.append((art, member, "python_source"))
-            return out
 
         roots = sorted(set(roots))
         first = sources(roots) if with_facts else []
