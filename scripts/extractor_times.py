@@ -6,7 +6,9 @@
 Run with ``--jobs 1`` (or a cached run): the extraction must happen in this process for its time to
 be counted.  Each extractor's ``extract`` is timed (process CPU time) with the time spent inside
 ``formats.python.parse_python`` taken out: the parse, shared by every pass of a member, is a row
-of its own.  The rest of the run (discovery, the rules, the cache) is the last row.  Runs cuaudit
+of its own.  The rest of the run (discovery, the rules, the cache) is the last row.
+``CUAUDIT_PARSED=FILE`` also writes the path of every source parsed, one per line: what
+``scripts/parser_speed.py --files FILE`` parses again, to price CPython's parser alone.  Runs cuaudit
 from ``src`` (``CUAUDIT_SRC`` puts more paths first).  A diagnostic for developers: it patches
 ``facts.get`` and ``formats.python.parse_python``.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import os
 import resource
 import sys
 
@@ -60,6 +63,8 @@ def main(argv: list[str]) -> None:
     facts.get = engine.facts_registry.get = get
     parse = python.parse_python
 
+    parsed: list[str] = []
+
     def parse_python(data, path="<source>"):  # type: ignore[no-untyped-def]
         t = _cpu()
         try:
@@ -71,6 +76,7 @@ def main(argv: list[str]) -> None:
             s[0] += 1
             s[1] += d
             s[2] += len(data)
+            parsed.append(path)
 
     python.parse_python = parse_python
 
@@ -82,6 +88,10 @@ def main(argv: list[str]) -> None:
             print(f"{n:28s} {c:8d} {t:8.2f} {b / 1e6:8.1f}", file=sys.stderr)
         print(f"{'(everything else)':28s} {'':8s} {total - sum(s[1] for s in stats.values()):8.2f}", file=sys.stderr)
         print(f"{'(process total)':28s} {'':8s} {total:8.2f}", file=sys.stderr)
+        out = os.environ.get("CUAUDIT_PARSED")
+        if out:
+            with open(out, "w", encoding="utf-8", errors="surrogateescape") as fh:
+                fh.writelines(f"{p}\n" for p in parsed)
 
     atexit.register(report)
     run_cuaudit(argv)
