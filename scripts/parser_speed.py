@@ -29,10 +29,12 @@ from __future__ import annotations
 import argparse
 import ast
 import gc
+import io
 import os
 import random
 import sys
 import time
+import tokenize
 
 
 def _files(site: str, listed: str | None, n: int) -> list[str]:
@@ -59,13 +61,18 @@ def main(argv: list[str]) -> None:
     ap.add_argument("--files", help="a list of files to parse, one path relative to SITE per line")
     args = ap.parse_args(argv)
     texts: list[tuple[str, str]] = []
+    size = 0
     for path in _files(args.site, args.files, args.n):
         try:
             with open(path, "rb") as fh:
-                texts.append((path, fh.read().decode("utf-8")))
-        except (OSError, UnicodeDecodeError):
-            continue  # what cuaudit would not parse either (unreadable, not UTF-8 without a declaration)
-    total = sum(len(t.encode("utf-8", "surrogatepass")) for _p, t in texts) / 1e6
+                data = fh.read()
+            # decoded as the interpreter (and cuaudit) decode a source: BOM and PEP 263 declarations honoured
+            encoding, _lines = tokenize.detect_encoding(io.BytesIO(data).readline)
+            texts.append((path, data.decode(encoding)))
+            size += len(data)
+        except (OSError, SyntaxError, LookupError, UnicodeDecodeError):
+            continue  # unreadable or not text: cuaudit reports it (CU006) without parsing it either
+    total = size / 1e6
     print(f"{len(texts)} files, {total:.1f} MB")
     gc.freeze()
     gc.set_threshold(100_000, 20, 1_000_000)  # cuaudit's while it extracts (heap.fewer_full_collections)
