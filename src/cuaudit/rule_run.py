@@ -79,8 +79,10 @@ class RuleRun:
         #: the last rule the run in progress runs, and whether a rule's check is running
         self._bound = -1
         self._checking = False
-        if extraction is not None and _may_fork(ctx.config):
-            extraction.after_walk = self._fork_here
+        if extraction is not None:
+            extraction.reads_next = self._family_reads
+            if _may_fork(ctx.config):
+                extraction.after_walk = self._fork_here
         #: the audit's facts, whose pending ones no rule reads are named ahead (see run_until)
         self.facts = facts
         self.runnable = runnable
@@ -143,8 +145,9 @@ class RuleRun:
         self._fork_tried = True
         # what the family reads and the workers still extract (named ahead, sent as its walk ended)
         # is collected first: the child would extract it again itself, one member at a time (the
-        # GPU machine's cold run: 634 facts extracted, 1,674 read back from the cache in the child)
-        reads = {n for rule in self.runnable if type(rule).__module__ == family for n in rule.needs}
+        # GPU machine's cold run: 634 facts extracted, 1,674 read back from the cache in the child).
+        # Those chunks were sent first and hold nothing else (Extraction._send_later).
+        reads = self._family_reads()
         facts = extraction.facts  # type: ignore[union-attr]
         for key in [k for k in facts.inflight if k[2] in reads]:
             if key in facts.inflight and facts.settle is not None:
@@ -159,6 +162,11 @@ class RuleRun:
             self._forked = (child, family, len(self.findings))
             extraction.took = {}  # type: ignore[union-attr]
             raise _FamilyForked
+
+    def _family_reads(self) -> set[str]:
+        """The extractors the rules of the family now running read (``Rule.needs``)."""
+        family = self.ctx.family
+        return {n for rule in self.runnable if type(rule).__module__ == family for n in rule.needs}
 
     def _let_idle_workers_go(self, k: int) -> None:
         """In the parent, after rule ``k``, while a forked family's child computes: stop the workers
