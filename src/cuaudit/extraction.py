@@ -1218,8 +1218,12 @@ class Extraction:
         later: list[tuple[int, str, str]] = []
         kept: dict[tuple[int, str], dict[str, None]] = {}
         for (i, path), names in self._later.items():
-            if rest or not first.isdisjoint(names):
+            if rest:
                 later += [k for n in names if (k := (i, path, n)) in pending]
+            elif not first.isdisjoint(names):
+                # sent before the walk reaches the member: what else the family reads of it (a
+                # package's program) comes in the same parse, where the walk would parse it again
+                later += [k for n in (*names, *first) if (k := (i, path, n)) in pending]
             else:
                 kept[(i, path)] = names
         self._later = kept
