@@ -1208,8 +1208,9 @@ class Extraction:
         """Send the keys kept by :meth:`ahead` to the workers, without waiting for them.
 
         The members with a fact of ``first`` (what the walking family reads next: CU103's packages)
-        go first, in chunks of their own; ``rest=False`` sends only those (:meth:`walk` does as it
-        starts).  The family, forked as its walk ends (``RuleRun._fork_here`` collects what it reads
+        go first, in chunks of their own; ``rest=False`` sends only those, each with every pending
+        fact of ``first`` (:meth:`walk` does as it starts: a package it reaches later is not parsed
+        a second time for its program).  The family, forked as its walk ends (``RuleRun._fork_here`` collects what it reads
         first) or run here, then waits for those chunks only, not for the later families' sources
         and the format checks that shared chunks with them and came after the walk's last chunks
         (1.5 s of a 13.6-s cold run on the GPU machine, every worker busy while the fork waited)."""

@@ -143,10 +143,10 @@ class RuleRun:
         if extraction.workers_busy() and (self.ctx.config.jobs or usable_cpus()) < FORK_BESIDE_WORKERS:  # type: ignore[union-attr]
             return  # the child would only take the workers' cores (2 cores, cold: no faster, 250 MB more)
         self._fork_tried = True
-        # what the family reads and the workers still extract (named ahead, sent as its walk ended)
-        # is collected first: the child would extract it again itself, one member at a time (the
-        # GPU machine's cold run: 634 facts extracted, 1,674 read back from the cache in the child).
-        # Those chunks were sent first and hold nothing else (Extraction._send_later).
+        # what the family reads and the workers still extract (named ahead, sent behind the walk's
+        # first chunks) is collected first: the child would extract it again itself, one member at
+        # a time (the GPU machine's cold run: 634 facts extracted, 1,674 read back from the cache in
+        # the child).  Those chunks hold nothing the later families alone read (Extraction._send_later).
         reads = self._family_reads()
         facts = extraction.facts  # type: ignore[union-attr]
         for key in [k for k in facts.inflight if k[2] in reads]:
