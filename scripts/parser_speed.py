@@ -7,8 +7,9 @@ against tree-sitter (a diagnostic for "would another parser, or a native extract
     pip install tree-sitter tree-sitter-python                  # optional, in a scratch venv
 
 ``LIST`` is what a run parsed: ``CUAUDIT_PARSED=LIST python scripts/extractor_times.py -- env
---jobs 1 ...`` writes it.  Each file is decoded first (as cuaudit decodes before it parses), then
-timed (process CPU, the garbage collector at cuaudit's thresholds, ``heap.fewer_full_collections``):
+--jobs 1 ...`` writes it.  Each file is decoded first, by cuaudit's own ``formats.python.decode_python``
+(from ``src``, as the other diagnostics run it), then timed (process CPU, the garbage collector at
+cuaudit's thresholds, ``heap.fewer_full_collections``):
 
 - ``ast.parse``: the tree built and dropped, as an extraction does (each tree is freed before the
   next file is parsed: its deallocation is part of the cost);
@@ -29,12 +30,12 @@ from __future__ import annotations
 import argparse
 import ast
 import gc
-import io
 import os
 import random
 import sys
 import time
-import tokenize
+
+from _in_process import use_source_tree
 
 
 def _files(site: str, listed: str | None, n: int) -> list[str]:
@@ -60,41 +61,49 @@ def main(argv: list[str]) -> None:
     ap.add_argument("n", nargs="?", type=int, default=3000, help="files picked at random (without --files)")
     ap.add_argument("--files", help="a list of files to parse, one path relative to SITE per line")
     args = ap.parse_args(argv)
+    use_source_tree()
+    from cuaudit.formats.python import decode_python
+    from cuaudit.heap import fewer_full_collections
+    from cuaudit.model import InputError
+
     texts: list[tuple[str, str]] = []
     size = 0
     for path in _files(args.site, args.files, args.n):
         try:
             with open(path, "rb") as fh:
                 data = fh.read()
-            # decoded as the interpreter (and cuaudit) decode a source: BOM and PEP 263 declarations honoured
-            encoding, _lines = tokenize.detect_encoding(io.BytesIO(data).readline)
-            texts.append((path, data.decode(encoding)))
+            texts.append((path, decode_python(data, path)))  # BOM and PEP 263 declarations honoured
             size += len(data)
-        except (OSError, SyntaxError, LookupError, UnicodeDecodeError):
-            continue  # unreadable or not text: cuaudit reports it (CU006) without parsing it either
+        except (OSError, InputError):
+            continue  # unreadable, too large or not text: cuaudit reports it (CU004, CU006) unparsed too
     total = size / 1e6
     print(f"{len(texts)} files, {total:.1f} MB")
     gc.freeze()
-    gc.set_threshold(100_000, 20, 1_000_000)  # cuaudit's while it extracts (heap.fewer_full_collections)
+    with fewer_full_collections():  # the collector as cuaudit runs it while it extracts
+        _run(texts, total)
 
-    def parse_each() -> None:
-        for path, text in texts:
-            try:
-                ast.parse(text, path)  # the tree is freed here, before the next file
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
-                pass
 
-    def symtable_each() -> None:
-        import _symtable
+def _parse_each(texts: list[tuple[str, str]]) -> None:
+    for path, text in texts:
+        try:
+            ast.parse(text, path)  # the tree is freed here, before the next file
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            pass
 
-        for path, text in texts:
-            try:
-                _symtable.symtable(text, path, "exec")
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
-                pass
 
-    _timed("ast.parse", total, parse_each)
-    _timed("symtable", total, symtable_each)
+def _symtable_each(texts: list[tuple[str, str]]) -> None:
+    import _symtable
+
+    for path, text in texts:
+        try:
+            _symtable.symtable(text, path, "exec")
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            pass
+
+
+def _run(texts: list[tuple[str, str]], total: float) -> None:
+    _timed("ast.parse", total, lambda: _parse_each(texts))
+    _timed("symtable", total, lambda: _symtable_each(texts))
     try:
         import tree_sitter
         import tree_sitter_python

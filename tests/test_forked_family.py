@@ -322,21 +322,22 @@ def test_what_the_family_reads_and_the_workers_still_extract_is_collected_before
     assert [f.message.replace("site2", "site") for f in report.findings] == [f.message for f in serial.findings]
 
 
-def test_what_the_walking_family_reads_next_is_sent_as_the_walk_starts_in_chunks_of_its_own(tmp_path, monkeypatch):
-    # CU103's packages, named ahead, went with the format checks of the sources no rule reads, in the
-    # same chunks, once the walk had ended: the fork then waited for the whole batch (1.5 s of the
-    # GPU machine's cold run, every worker busy with it).  Now they are sent behind the walk's first
-    # chunks, alone, and the rest as the walk ends.
+def _sent_ahead(tmp_path, monkeypatch, *, early: bool = True) -> list[tuple[str, bool, set[str]]]:
+    """(when, whether the walking family reads it, extractors) of each chunk sent ahead in a 2-job
+    audit with CU103's packages and tests no rule reads; ``early=False``: as if the walk had sent
+    nothing as it started (a walk whose facts were all cached).  The report is checked against one job's."""
     files = {**FILES, **{f"pkg/p{i}/__init__.py": f"V = {i}\n" for i in range(4)},
              **{f"pkg/tests/test_{i}.py": f"def test_{i}():\n    assert {i}\n" for i in range(4)}}
     dist = make_installed(tmp_path / "site", "pkg", files)
     serial = audit([dist], config=Config(cache=False, jobs=1), command="explain")
     monkeypatch.setattr(extraction, "PARALLEL_MIN_TASKS", 1)
-    sent: list[tuple[str, set[str]]] = []  # (when, the extractors of the chunk) for each chunk sent ahead
+    sent: list[tuple[str, set[str]]] = []
     when: list[str] = []
     real_send_later, real_submitter = extraction.Extraction._send_later, extraction.Extraction._submitter
 
     def send_later(self, *args, rest=True):
+        if not rest and not early:
+            return None
         when.append("at the walk's end" if rest else "as the walk starts")
         try:
             return real_send_later(self, *args, rest=rest)
@@ -356,15 +357,32 @@ def test_what_the_walking_family_reads_next_is_sent_as_the_walk_starts_in_chunks
     monkeypatch.setattr(extraction.Extraction, "_send_later", send_later)
     monkeypatch.setattr(extraction.Extraction, "_submitter", submitter)
     report = audit([_fresh(dist)], config=Config(cache=False, jobs=2), command="explain")
+    assert _report(report)[0] == _report(serial)[0]
     from cuaudit import rules
 
     reads = {n for code in ("CU101", "CU102", "CU103", "CU104", "CU105") for n in rules.get(code).needs}
-    families = [(w, bool(names & reads)) for w, names in sent]
-    assert ("as the walk starts", True) in families, sent  # the packages' facts, before the walk's end
-    assert all(w == "as the walk starts" for w, urgent in families if urgent), sent
-    assert all(not urgent for w, urgent in families if w == "at the walk's end"), sent  # the rest apart
-    assert any("format" in names for w, names in sent if w == "at the walk's end"), sent  # the tests' checks
-    assert _report(report)[0] == _report(serial)[0]
+    return [(w, bool(names & reads), names) for w, names in sent]
+
+
+def test_what_the_walking_family_reads_next_is_sent_as_the_walk_starts_in_chunks_of_its_own(tmp_path, monkeypatch):
+    # CU103's packages, named ahead, went with the format checks of the sources no rule reads, in the
+    # same chunks, once the walk had ended: the fork then waited for the whole batch (1.5 s of the
+    # GPU machine's cold run, every worker busy with it).  Now they are sent behind the walk's first
+    # chunks, alone, and the rest as the walk ends.
+    sent = _sent_ahead(tmp_path, monkeypatch)
+    assert any(w == "as the walk starts" and urgent for w, urgent, _n in sent), sent  # before the walk's end
+    assert all(w == "as the walk starts" for w, urgent, _n in sent if urgent), sent
+    assert all(not urgent for w, urgent, _n in sent if w == "at the walk's end"), sent  # the rest apart
+    assert any("format" in names for w, _u, names in sent if w == "at the walk's end"), sent  # the tests' checks
+
+
+def test_what_the_walking_family_reads_is_still_sent_first_and_apart_as_the_walk_ends(tmp_path, monkeypatch):
+    # a walk that sent nothing as it started (its facts all cached) leaves the family's facts to the
+    # send at its end: there too in chunks of their own, ahead of the rest
+    sent = _sent_ahead(tmp_path, monkeypatch, early=False)
+    urgent = [u for _w, u, _n in sent]
+    assert urgent and urgent[0] and not all(urgent), sent
+    assert urgent == sorted(urgent, reverse=True), sent  # none of the family's after another's
 
 
 def test_the_parent_stops_idle_workers_while_the_child_computes(tmp_path, forks, monkeypatch):

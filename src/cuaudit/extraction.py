@@ -1210,10 +1210,11 @@ class Extraction:
         The members with a fact of ``first`` (what the walking family reads next: CU103's packages)
         go first, in chunks of their own; ``rest=False`` sends only those, each with every pending
         fact of ``first`` (:meth:`walk` does as it starts: a package it reaches later is not parsed
-        a second time for its program).  The family, forked as its walk ends (``RuleRun._fork_here`` collects what it reads
-        first) or run here, then waits for those chunks only, not for the later families' sources
-        and the format checks that shared chunks with them and came after the walk's last chunks
-        (1.5 s of a 13.6-s cold run on the GPU machine, every worker busy while the fork waited)."""
+        a second time for its program).  The family, forked as its walk ends
+        (``RuleRun._fork_here`` collects what it reads first) or run here, then waits for those
+        chunks only, not for the later families' sources and the format checks that shared chunks
+        with them and came after the walk's last chunks (1.5-2.3 s of a cold run on the GPU
+        machine, every worker busy while the fork waited)."""
         first = frozenset(first)
         pending = self.facts.pending
         later: list[tuple[int, str, str]] = []
@@ -1234,7 +1235,7 @@ class Extraction:
         groups: list[tuple[int, list]] = []
         for urgent in (True, False):
             part = [(i, chunk) for i, t in tasks.items()
-                    for chunk in _chunks([task for task in t if (not first.isdisjoint(task[1])) is urgent])]
+                    for chunk in _chunks([task for task in t if first.isdisjoint(task[1]) is not urgent])]
             groups += sorted(part, key=lambda g: -_cost(g[1]))  # the costliest first, as any batch (see _extract)
         if not groups:
             return
